@@ -1,0 +1,1 @@
+"""hyper-assets: Tableau .hyper extracts as Dagster assets, written from Spark."""
