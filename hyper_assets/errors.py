@@ -39,3 +39,50 @@ class ConfigurationError(HyperAssetsError):
 
 class IngestError(HyperAssetsError):
     """Hyper refused to load the staged data; the stored table is unchanged."""
+
+
+# --- Action batches and the Tableau REST emulator --------------------------------------
+
+
+class ActionValidationError(HyperAssetsError):
+    """An action batch that does not parse: the message names the action index and field."""
+
+    def __init__(self, problem: str, *, index: int | None = None, field: str | None = None):
+        where = []
+        if index is not None:
+            where.append(f"action {index}")
+        if field:
+            where.append(f"field '{field}'")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {problem}" if prefix else problem)
+        self.index = index
+        self.field = field
+        self.problem = problem
+
+
+class ActionBatchError(HyperAssetsError):
+    """An action that cannot apply to the target; the whole batch was rolled back."""
+
+    def __init__(self, index: int, action: str, problem: str):
+        super().__init__(
+            f"action {index} ({action}): {problem} The batch was rolled back; "
+            "the target is unchanged."
+        )
+        self.index = index
+        self.action = action
+        self.problem = problem
+
+
+class EmulatorConfigError(HyperAssetsError):
+    """The REST emulator cannot start as configured (bad data dir, token or port)."""
+
+
+class RestApiError(HyperAssetsError):
+    """A Tableau REST error: HTTP status, Tableau's error code, summary and detail."""
+
+    def __init__(self, status: int, code: str, summary: str, detail: str):
+        super().__init__(f"{status} {code} {summary}: {detail}")
+        self.status = status
+        self.code = code
+        self.summary = summary
+        self.detail = detail

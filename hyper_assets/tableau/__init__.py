@@ -1,0 +1,1 @@
+"""Tableau publishing: action batches and applying them to `.hyper` files."""
