@@ -15,3 +15,22 @@ def hyper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedHyper]:
     shared = SharedHyper(log_dir=tmp_path_factory.mktemp("hyperd-logs"))
     yield shared
     shared.close()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run, in a non-UTC session time zone."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("hyper-assets-tests")
+        .config("spark.sql.session.timeZone", "America/New_York")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -1,0 +1,234 @@
+"""`HyperIOManager`: Dagster assets as tables of one star-schema `.hyper` file.
+
+Per frame type only staging and loading differ (Spark: Parquet parts written by the
+executors; Arrow: one Parquet file); the Hyper side is the ingest engine's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dagster import (
+    ConfigurableIOManager,
+    InitResourceContext,
+    InputContext,
+    MetadataValue,
+    OutputContext,
+    TableColumn,
+    TableColumnConstraints,
+    TableSchema,
+)
+from pydantic import Field, PrivateAttr
+from pyspark.sql import DataFrame as SparkDataFrame
+from tableauhyperapi import TableName, escape_string_literal
+
+from hyper_assets.errors import ConfigurationError, TableNotFoundError
+from hyper_assets.ingest import Write, WriteMode, write_table
+from hyper_assets.partitions import partition_filter
+from hyper_assets.resource import HyperResource
+from hyper_assets.staging import StagingArea, stage_arrow, stage_spark
+from hyper_assets.tables import Catalog, Keys, parse_foreign_keys, table_label
+from hyper_assets.types import (
+    Column,
+    columns_from_arrow,
+    columns_from_spark,
+    describe,
+    export_sql,
+    restore_spark_types,
+)
+
+_WRITE_MODES = ("append", "upsert")
+
+
+class HyperIOManager(ConfigurableIOManager):
+    """Stores each asset as table `"schema"."table"` of one `.hyper` file.
+
+    Asset metadata steers the write: `partition_expr` (partitioned assets),
+    `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`.
+    """
+
+    database: str = Field(description="Path of the .hyper file every asset is a table of.")
+    hyper: HyperResource = Field(
+        default_factory=HyperResource, description="The Hyper process settings."
+    )
+    default_schema: str = Field(
+        default="Extract", description="Schema of assets whose key has one part."
+    )
+    staging_dir: str | None = Field(
+        default=None,
+        description="Where Spark writes Parquet for Hyper to load: a directory both the "
+        "Spark executors and this process see (a shared file system on a cluster). "
+        "Default: a local temp directory.",
+    )
+    staging_compression: str = Field(
+        default="none",
+        description="Parquet compression of staged files; 'none' is fastest on one machine, "
+        "'snappy' or 'zstd' save network on a cluster.",
+    )
+
+    _staging: StagingArea | None = PrivateAttr(default=None)
+
+    @property
+    def staging(self) -> StagingArea:
+        if self._staging is None:
+            self._staging = StagingArea(self.staging_dir)
+        return self._staging
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        self.staging.release()
+        self.hyper.close()
+
+    def table_for(self, asset_key_path: list[str], metadata: Mapping[str, Any]) -> TableName:
+        """`[..., schema, table]` -> "schema"."table"; one part -> the default schema."""
+        schema = metadata.get("schema") or (
+            asset_key_path[-2] if len(asset_key_path) > 1 else self.default_schema
+        )
+        return TableName(schema, asset_key_path[-1])
+
+    def handle_output(self, context: OutputContext, obj: object) -> None:
+        if obj is None:
+            return
+        metadata = context.definition_metadata or {}
+        table = self.table_for(context.asset_key.path, metadata)
+        label = table_label(table)
+        version = self.hyper.default_database_version
+        if isinstance(obj, SparkDataFrame):
+            columns = columns_from_spark(obj.schema, label, version)
+        elif isinstance(obj, pa.Table):
+            columns = columns_from_arrow(obj.schema, label, version)
+        else:
+            raise ConfigurationError(
+                f"Asset {label} returned a {type(obj).__name__}; HyperIOManager stores "
+                "pyspark.sql.DataFrame and pyarrow.Table."
+            )
+        write = Write(
+            table,
+            columns,
+            self._mode(context, metadata, label),
+            _keys(metadata, table, label),
+            self._where(context, metadata, columns, label),
+        )
+        started = time.perf_counter()
+        with self.staging.directory("write") as directory:
+            if isinstance(obj, SparkDataFrame):
+                files = stage_spark(obj, directory, self.staging_compression)
+            else:
+                files = stage_arrow(obj, directory, self.staging_compression)
+            staged = time.perf_counter()
+            with self.hyper.connect(self.database) as connection:
+                result = write_table(connection, write, files)
+        for note in result.notes:
+            context.log.warning(note)
+        context.add_output_metadata(
+            self._metadata(write, result.row_count, context.has_asset_partitions)
+            | {
+                "rows_loaded": result.rows_loaded,
+                "stage_seconds": round(staged - started, 3),
+                "load_seconds": round(time.perf_counter() - staged, 3),
+                "write_mode": write.mode,
+            }
+        )
+
+    def _mode(self, context: OutputContext, metadata: Mapping[str, Any], label: str) -> WriteMode:
+        mode = metadata.get("write_mode")
+        if mode is None:
+            return "partition" if context.has_asset_partitions else "replace"
+        if mode not in _WRITE_MODES:
+            raise ConfigurationError(
+                f"Metadata write_mode of {label} is {mode!r}; use 'append' or 'upsert', or "
+                "leave it out for a full refresh (or a partition replace)."
+            )
+        return mode
+
+    def _where(
+        self,
+        context: OutputContext | InputContext,
+        metadata: Mapping[str, Any],
+        columns: list[Column],
+        label: str,
+    ) -> str | None:
+        if not context.has_asset_partitions:
+            return None
+        return partition_filter(
+            context.asset_partitions_def,
+            context.asset_partition_keys,
+            metadata.get("partition_expr"),
+            [c.name for c in columns],
+            label,
+        )
+
+    def _metadata(self, write: Write, row_count: int, partitioned: bool) -> dict[str, Any]:
+        schema = TableSchema(
+            columns=[
+                TableColumn(
+                    c.name,
+                    describe(c),
+                    constraints=TableColumnConstraints(nullable=c.nullable),
+                )
+                for c in write.columns
+            ]
+        )
+        path = Path(self.database).absolute()
+        return {
+            "dagster/table_name": table_label(write.table),
+            "dagster/column_schema": schema,
+            "dagster/partition_row_count" if partitioned else "dagster/row_count": row_count,
+            "dagster/storage_kind": "hyper",
+            "database": MetadataValue.path(str(path)),
+            "file_size_bytes": path.stat().st_size,
+        }
+
+    def load_input(self, context: InputContext) -> object:
+        upstream = context.upstream_output
+        upstream_metadata = (upstream.definition_metadata if upstream else None) or {}
+        table = self.table_for(context.asset_key.path, upstream_metadata)
+        label = table_label(table)
+        wanted = (context.definition_metadata or {}).get("columns")
+        as_arrow = context.dagster_type.typing_type is pa.Table
+        path = self.staging.keep("load") / "table.parquet"
+        with self.hyper.connect(self.database, create=False) as connection:
+            catalog = Catalog(connection)
+            if not catalog.exists(table):
+                raise TableNotFoundError(
+                    f"Table {label} is not in {self.database}: materialise asset "
+                    f"{context.asset_key.to_user_string()} first."
+                )
+            columns = _select(catalog.columns(table), wanted, label)
+            where = self._where(context, upstream_metadata, columns, label)
+            select = ", ".join(export_sql(c) for c in columns)
+            query = f"SELECT {select} FROM {table}" + (f" WHERE {where}" if where else "")
+            connection.execute_command(
+                f"COPY ({query}) TO {escape_string_literal(str(path))} WITH (FORMAT => 'parquet')"
+            )
+        if as_arrow:
+            return pq.read_table(path)
+        from pyspark.sql import SparkSession
+
+        frame = SparkSession.builder.getOrCreate().read.parquet(str(path))
+        return restore_spark_types(frame, columns)
+
+
+def _select(columns: list[Column], wanted: object, label: str) -> list[Column]:
+    if not wanted:
+        return columns
+    by_name = {c.name: c for c in columns}
+    missing = [w for w in wanted if w not in by_name]  # type: ignore[union-attr]
+    if missing:
+        raise ConfigurationError(
+            f"Input metadata columns asks for {missing} of {label}, which has "
+            f"{list(by_name)}. Fix the names in AssetIn(metadata={{'columns': [...]}})."
+        )
+    return [by_name[w] for w in wanted]  # type: ignore[union-attr]
+
+
+def _keys(metadata: Mapping[str, Any], table: TableName, label: str) -> Keys:
+    primary = metadata.get("primary_key") or ()
+    if isinstance(primary, str):
+        primary = (primary,)
+    schema = table.schema_name.name.unescaped
+    return Keys(tuple(primary), parse_foreign_keys(metadata.get("foreign_keys"), schema, label))

@@ -1,0 +1,117 @@
+"""`HyperResource`: one hyperd per process, and connections that are safe to write through.
+
+A `.hyper` file can be open in one hyperd at a time, and Dagster's default executor runs
+every step in its own process (with its own hyperd). `connect()` therefore takes an
+inter-process file lock beside the database, then opens the file, retrying while
+another program still holds it. Closing the connection makes the changes durable: a
+step reports success only after `connect()`'s block has ended.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dagster import ConfigurableResource, InitResourceContext
+from filelock import FileLock, Timeout
+from pydantic import Field, PrivateAttr
+from tableauhyperapi import Connection, CreateMode, HyperException
+
+from hyper_assets.errors import DatabaseLockedError, TableNotFoundError
+from hyper_assets.process import SharedHyper
+from hyper_assets.tables import is_locked_error
+
+
+class HyperResource(ConfigurableResource):
+    """Owns one Hyper process per Python process, started on first use."""
+
+    log_dir: str | None = Field(
+        default=None,
+        description="Where hyperd writes its logs. Default: a temp directory, not the cwd.",
+    )
+    default_database_version: int = Field(
+        default=2,
+        description="File format of new .hyper files: 2 (default) is read by Tableau "
+        "2020.4.15+; 3 adds NUMERIC(19..38); 4 adds REAL.",
+    )
+    send_usage_data: bool = Field(
+        default=False, description="Opt in to sending Hyper usage data to Tableau."
+    )
+    parameters: dict[str, str] = Field(
+        default_factory=dict, description="Extra hyperd process parameters, passed through."
+    )
+    lock_timeout_seconds: float = Field(
+        default=600.0,
+        description="How long to wait for a .hyper file that another step or program holds.",
+    )
+
+    _hyper: SharedHyper | None = PrivateAttr(default=None)
+
+    @property
+    def shared(self) -> SharedHyper:
+        if self._hyper is None:
+            self._hyper = SharedHyper(
+                log_dir=self.log_dir,
+                default_database_version=self.default_database_version,
+                send_usage_data=self.send_usage_data,
+                parameters=self.parameters,
+            )
+        return self._hyper
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops the hyperd if this resource started one."""
+        if self._hyper is not None:
+            self._hyper.close()
+
+    @contextmanager
+    def connect(self, database: str | Path, *, create: bool = True) -> Iterator[Connection]:
+        """An exclusive connection to `database`, durable once the block ends.
+
+        Waits up to `lock_timeout_seconds` for other writers; raises `DatabaseLockedError`
+        past that, and `TableNotFoundError` when `create` is False and the file is missing.
+        """
+        path = Path(database).absolute()
+        if not create and not path.exists():
+            raise TableNotFoundError(
+                f"The database {path} does not exist: materialise an asset into it first."
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.lock_timeout_seconds
+        lock = FileLock(f"{path}.lock")
+        try:
+            lock.acquire(timeout=self.lock_timeout_seconds)
+        except Timeout as error:
+            raise self._locked(path) from error
+        try:
+            connection = self._open(path, deadline)
+            try:
+                yield connection
+            finally:
+                connection.close()
+        finally:
+            lock.release()
+
+    def _open(self, path: Path, deadline: float) -> Connection:
+        delay = 0.05
+        while True:
+            try:
+                return Connection(self.shared.endpoint, str(path), CreateMode.CREATE_IF_NOT_EXISTS)
+            except HyperException as error:
+                if not is_locked_error(error) or time.monotonic() + delay > deadline:
+                    if is_locked_error(error):
+                        raise self._locked(path) from error
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _locked(self, path: Path) -> DatabaseLockedError:
+        return DatabaseLockedError(
+            f"{path} stayed locked by another program for {self.lock_timeout_seconds:g} s "
+            "(Tableau Desktop, another Hyper process, or a long write). Close it there, or "
+            "raise HyperResource(lock_timeout_seconds=...)."
+        )

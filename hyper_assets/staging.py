@@ -1,0 +1,109 @@
+"""Staging areas: Parquet part files written by Spark or Arrow for Hyper to bulk-load.
+
+A staging directory lives under a root that both Spark and hyperd can read (a local
+temp directory by default, a shared file system on a cluster). Each write gets its own
+directory, removed on success and on failure; directories left by killed processes are
+removed by the next process that stages under the same root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hyper_assets.types import prepare_spark_frame
+
+
+def default_staging_root() -> Path:
+    return Path(tempfile.gettempdir()) / f"hyper-assets-staging-{os.getuid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_orphans(root: Path) -> None:
+    """Removes directories whose owning process (the name's prefix) is gone."""
+    for entry in root.iterdir() if root.is_dir() else ():
+        pid = entry.name.split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+class StagingArea:
+    """Hands out per-write directories below `root` and cleans them up."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root).absolute() if root else default_staging_root()
+        self._swept = False
+        self._kept: list[Path] = []
+
+    def _new(self, label: str) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not self._swept:
+            _remove_orphans(self.root)
+            self._swept = True
+        path = self.root / f"{os.getpid()}-{label}-{uuid.uuid4().hex[:12]}"
+        path.mkdir()
+        return path
+
+    @contextmanager
+    def directory(self, label: str) -> Iterator[Path]:
+        """A fresh directory for one write, removed when the block ends."""
+        path = self._new(label)
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def keep(self, label: str) -> Path:
+        """A fresh directory that lives until `release()`: Spark reads loaded data lazily."""
+        path = self._new(label)
+        self._kept.append(path)
+        return path
+
+    def release(self) -> None:
+        """Removes every directory handed out by `keep()`."""
+        for path in self._kept:
+            shutil.rmtree(path, ignore_errors=True)
+        self._kept.clear()
+
+
+def part_files(directory: Path) -> list[Path]:
+    """The Parquet part files Spark committed (Hyper takes no globs: list them)."""
+    return sorted(p for p in directory.rglob("*.parquet") if not p.name.startswith(("_", ".")))
+
+
+def stage_spark(df, directory: Path, compression: str) -> list[Path]:
+    """Writes a Spark DataFrame (classic or Connect) as Parquet parts; nothing is collected."""
+    target = directory / "parts"
+    prepare_spark_frame(df).write.mode("overwrite").option("compression", compression).parquet(
+        str(target)
+    )
+    return part_files(target)
+
+
+def stage_arrow(table: pa.Table, directory: Path, compression: str) -> list[Path]:
+    """Writes an Arrow table as one Parquet file."""
+    path = directory / "part-0.parquet"
+    pq.write_table(table, path, compression=compression)
+    return [path]
+
+
+def staged_row_count(files: list[Path]) -> int:
+    """Rows in the staged files, from their footers (no data is read)."""
+    return sum(pq.read_metadata(f).num_rows for f in files)

@@ -1,0 +1,263 @@
+"""What a `.hyper` file holds: table definitions, assumed keys, column comments.
+
+Reads the catalog and builds the DDL for tables and their ASSUMED keys, so Tableau can
+build a star schema's relationships from the file itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from tableauhyperapi import (
+    Connection,
+    HyperException,
+    SchemaName,
+    TableDefinition,
+    TableName,
+    escape_name,
+    escape_string_literal,
+)
+
+from hyper_assets.errors import ConfigurationError, SchemaMismatchError
+from hyper_assets.types import SPARK_TYPE_COMMENT, Column, columns_from_table
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """`columns` of the table reference `ref_columns` of `ref_table` (its primary key)."""
+
+    columns: tuple[str, ...]
+    ref_table: TableName
+    ref_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Keys:
+    primary_key: tuple[str, ...] = ()
+    foreign_keys: tuple[ForeignKey, ...] = field(default_factory=tuple)
+
+
+def table_label(table: TableName) -> str:
+    """`schema.table` as a user reads it in an error message."""
+    return ".".join(n.unescaped for n in (table.schema_name.name, table.name) if n)
+
+
+def parse_foreign_keys(spec: object, default_schema: str, table: str) -> tuple[ForeignKey, ...]:
+    """Reads metadata `foreign_keys={"col": "schema.table.col"}`.
+
+    A reference may also be a list `["schema", "table", "col"]`, for names holding dots.
+    """
+    if spec is None:
+        return ()
+    if not isinstance(spec, dict):
+        raise ConfigurationError(
+            f"Metadata foreign_keys of {table} must be a dict like "
+            '{"carrier": "Extract.airlines.carrier"}, got ' + repr(spec)
+        )
+    keys = []
+    for column, ref in spec.items():
+        parts = ref.split(".") if isinstance(ref, str) else list(ref)
+        if len(parts) == 2:
+            parts = [default_schema, *parts]
+        if len(parts) != 3 or not all(isinstance(p, str) and p for p in parts):
+            raise ConfigurationError(
+                f"Metadata foreign_keys[{column!r}] of {table} is {ref!r}; write it as "
+                '"schema.table.column", or as ["schema", "table", "column"] when a name '
+                "holds a dot."
+            )
+        keys.append(ForeignKey((column,), TableName(parts[0], parts[1]), (parts[2],)))
+    return tuple(keys)
+
+
+def _columns_sql(names: tuple[str, ...]) -> str:
+    return ", ".join(escape_name(n) for n in names)
+
+
+def _fk_sql(fk: ForeignKey) -> str:
+    return (
+        f"ASSUMED FOREIGN KEY ({_columns_sql(fk.columns)}) "
+        f"REFERENCES {fk.ref_table} ({_columns_sql(fk.ref_columns)})"
+    )
+
+
+def create_table_sql(table: TableName, columns: list[Column], keys: Keys) -> list[str]:
+    """CREATE TABLE with its keys, then the comments that record Spark types."""
+    parts = [
+        f"{escape_name(c.name)} {c.sql}{'' if c.nullable else ' NOT NULL'}" for c in columns
+    ]
+    if keys.primary_key:
+        parts.append(f"ASSUMED PRIMARY KEY ({_columns_sql(keys.primary_key)})")
+    parts.extend(_fk_sql(fk) for fk in keys.foreign_keys)
+    statements = [f"CREATE TABLE {table} ({', '.join(parts)})"]
+    statements.extend(
+        f"COMMENT ON COLUMN {table}.{escape_name(c.name)} IS "
+        + escape_string_literal(SPARK_TYPE_COMMENT + c.spark_type)
+        for c in columns
+        if c.spark_type
+    )
+    return statements
+
+
+class Catalog:
+    """Catalog queries on one open connection."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def exists(self, table: TableName) -> bool:
+        return self.connection.catalog.has_table(table)
+
+    def ensure_schema(self, schema: str) -> None:
+        self.connection.catalog.create_schema_if_not_exists(SchemaName(schema))
+
+    def columns(self, table: TableName) -> list[Column]:
+        definition: TableDefinition = self.connection.catalog.get_table_definition(table)
+        return columns_from_table(definition, self._spark_types(table))
+
+    def _oid_filter(self, table: TableName) -> str:
+        schema = table.schema_name.name.unescaped
+        return (
+            "cl.relname = "
+            + escape_string_literal(table.name.unescaped)
+            + " AND ns.nspname = "
+            + escape_string_literal(schema)
+        )
+
+    _CLASS_JOIN = (
+        "pg_catalog.pg_class cl JOIN pg_catalog.pg_namespace ns ON ns.oid = cl.relnamespace"
+    )
+
+    def _spark_types(self, table: TableName) -> dict[str, str]:
+        rows = self.connection.execute_list_query(
+            "SELECT a.attname, d.description FROM pg_catalog.pg_description d "
+            f"JOIN {self._CLASS_JOIN} ON cl.oid = d.objoid "
+            "JOIN pg_catalog.pg_attribute a ON a.attrelid = d.objoid AND a.attnum = d.objsubid "
+            f"WHERE {self._oid_filter(table)}"
+        )
+        return {
+            name: text.removeprefix(SPARK_TYPE_COMMENT)
+            for name, text in rows
+            if text and text.startswith(SPARK_TYPE_COMMENT)
+        }
+
+    def _attnames(self, oid: int) -> dict[int, str]:
+        rows = self.connection.execute_list_query(
+            f"SELECT attnum, attname FROM pg_catalog.pg_attribute WHERE attrelid = {int(oid)}"
+        )
+        return {int(num): name for num, name in rows}
+
+    def keys(self, table: TableName) -> Keys:
+        """The ASSUMED keys stored for `table`."""
+        rows = self.connection.execute_list_query(
+            "SELECT con.contype, cl.oid, con.confrelid, CAST(con.conkey AS TEXT), "
+            f"CAST(con.confkey AS TEXT) FROM pg_catalog.pg_constraint con JOIN {self._CLASS_JOIN} "
+            f"ON cl.oid = con.conrelid WHERE {self._oid_filter(table)}"
+        )
+        primary: tuple[str, ...] = ()
+        foreign = []
+        for kind, oid, ref_oid, conkey, confkey in rows:
+            names = self._attnames(oid)
+            cols = tuple(names[n] for n in json.loads(conkey))
+            if kind == "p":
+                primary = cols
+            elif kind == "f":
+                ref_table, ref_names = self._table_of(ref_oid)
+                ref_cols = tuple(ref_names[n] for n in json.loads(confkey))
+                foreign.append(ForeignKey(cols, ref_table, ref_cols))
+        return Keys(primary, tuple(foreign))
+
+    def _table_of(self, oid: int) -> tuple[TableName, dict[int, str]]:
+        ((name, schema),) = self.connection.execute_list_query(
+            f"SELECT cl.relname, ns.nspname FROM {self._CLASS_JOIN} WHERE cl.oid = {int(oid)}"
+        )
+        return TableName(schema, name), self._attnames(oid)
+
+    def referencing_tables(self, table: TableName) -> list[TableName]:
+        """Tables whose ASSUMED FOREIGN KEYs point at `table` (Hyper won't drop it)."""
+        rows = self.connection.execute_list_query(
+            "SELECT DISTINCT ref.relname, refns.nspname FROM pg_catalog.pg_constraint con "
+            f"JOIN {self._CLASS_JOIN} ON cl.oid = con.confrelid "
+            "JOIN pg_catalog.pg_class ref ON ref.oid = con.conrelid "
+            "JOIN pg_catalog.pg_namespace refns ON refns.oid = ref.relnamespace "
+            f"WHERE con.contype = 'f' AND {self._oid_filter(table)}"
+        )
+        found = (TableName(schema, name) for name, schema in rows)
+        return [t for t in found if t != table]
+
+    def check_foreign_keys(self, table: TableName, keys: Keys) -> tuple[Keys, list[str]]:
+        """Keeps the foreign keys whose target exists; explains the ones left for later.
+
+        A reference to a column that is not the target's ASSUMED PRIMARY KEY is an error
+        (Hyper refuses it, and Tableau could not use it).
+        """
+        usable, postponed = [], []
+        for fk in keys.foreign_keys:
+            if fk.ref_table == table:
+                target_pk = keys.primary_key
+            elif not self.exists(fk.ref_table):
+                postponed.append(
+                    f"{table_label(table)}.{fk.columns[0]} -> {table_label(fk.ref_table)}: "
+                    "the referenced table does not exist yet; the key is added on a later "
+                    "write of this table"
+                )
+                continue
+            else:
+                target_pk = self.keys(fk.ref_table).primary_key
+            if tuple(target_pk) != fk.ref_columns:
+                raise ConfigurationError(
+                    f"Foreign key {table_label(table)}.{', '.join(fk.columns)} references "
+                    f"{table_label(fk.ref_table)}.{', '.join(fk.ref_columns)}, but the primary "
+                    f"key of {table_label(fk.ref_table)} is {list(target_pk) or 'not declared'}. "
+                    "Declare metadata primary_key on that asset (and materialise it) or "
+                    "point the foreign key at its primary key."
+                )
+            usable.append(fk)
+        return Keys(keys.primary_key, tuple(usable)), postponed
+
+    def add_missing_keys(self, table: TableName, wanted: Keys) -> None:
+        """ALTER TABLE ... ADD the ASSUMED keys `wanted` that the table lacks."""
+        stored = self.keys(table)
+        if wanted.primary_key and not stored.primary_key:
+            self.connection.execute_command(
+                f"ALTER TABLE {table} ADD ASSUMED PRIMARY KEY ({_columns_sql(wanted.primary_key)})"
+            )
+        for fk in wanted.foreign_keys:
+            if fk not in stored.foreign_keys:
+                self.connection.execute_command(f"ALTER TABLE {table} ADD {_fk_sql(fk)}")
+
+    def keys_conflict(self, table: TableName, wanted: Keys) -> bool:
+        """True when stored keys would have to be dropped (Hyper cannot drop a key)."""
+        stored = self.keys(table)
+        if stored.primary_key and wanted.primary_key != stored.primary_key:
+            return True
+        return any(fk not in wanted.foreign_keys for fk in stored.foreign_keys)
+
+
+def schema_differences(stored: list[Column], new: list[Column]) -> list[str]:
+    """Human-readable differences in column names and types (order and NOT NULL ignored)."""
+    old = {c.name: c for c in stored}
+    fresh = {c.name: c for c in new}
+    diffs = [f"{n!r} is missing from the new rows" for n in old if n not in fresh]
+    diffs += [f"{n!r} is not in the stored table" for n in fresh if n not in old]
+    diffs += [
+        f"{n!r} is {fresh[n].sql} in the new rows but {old[n].sql} in the table"
+        for n in fresh
+        if n in old and fresh[n].sql != old[n].sql
+    ]
+    return diffs
+
+
+def require_same_schema(table: TableName, stored: list[Column], new: list[Column]) -> None:
+    diffs = schema_differences(stored, new)
+    if diffs:
+        raise SchemaMismatchError(
+            f"The rows for {table_label(table)} do not match the stored table: "
+            + "; ".join(diffs)
+            + ". Appends, upserts and partition writes keep the table's columns: change "
+            "the asset to produce them, or run an unpartitioned full refresh to change them."
+        )
+
+
+def is_locked_error(error: HyperException) -> bool:
+    return "locked by another process" in str(error)

@@ -1,0 +1,292 @@
+"""Column types: Spark and Arrow schemas to Hyper columns, and back.
+
+Data travels as Parquet in both directions. `Column.load_sql` says how a staged Parquet
+column becomes the Hyper value, `export_sql` how a Hyper column is written to Parquet
+for loading, and `spark_type` remembers a Spark type that Hyper cannot express exactly
+(it is kept as a column comment, so loading restores it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import types as T
+from tableauhyperapi import (
+    Nullability,
+    SqlType,
+    TableDefinition,
+    TypeTag,
+    escape_name,
+)
+
+from hyper_assets.errors import UnsupportedTypeError
+
+#: Comment prefix that records the Spark type of a column whose Hyper type is wider.
+SPARK_TYPE_COMMENT = "hyper-assets:spark-type="
+
+_TIMESTAMP_NOTE = "stored as the wall-clock time in spark.sql.session.timeZone"
+
+
+_SQL_NAMES = {
+    TypeTag.BOOL: "BOOLEAN",
+    TypeTag.BIG_INT: "BIGINT",
+    TypeTag.SMALL_INT: "SMALLINT",
+    TypeTag.INT: "INTEGER",
+    TypeTag.FLOAT: "REAL",
+    TypeTag.DOUBLE: "DOUBLE PRECISION",
+    TypeTag.BYTES: "BYTEA",
+    TypeTag.TEXT: "TEXT",
+    TypeTag.DATE: "DATE",
+    TypeTag.INTERVAL: "INTERVAL",
+    TypeTag.TIME: "TIME",
+    TypeTag.TIMESTAMP: "TIMESTAMP",
+    TypeTag.TIMESTAMP_TZ: "TIMESTAMPTZ",
+    TypeTag.JSON: "JSON",
+    TypeTag.TABGEOGRAPHY: "GEOGRAPHY",
+    TypeTag.OID: "OID",
+}
+
+
+def sql_name(sql_type: SqlType) -> str:
+    """The SQL spelling of a type (`str(SqlType)` gives enum names such as BIG_INT)."""
+    if sql_type.tag == TypeTag.NUMERIC:
+        return f"NUMERIC({sql_type.precision}, {sql_type.scale})"
+    if sql_type.tag in (TypeTag.VARCHAR, TypeTag.CHAR):
+        return f"{sql_type.tag.name}({sql_type.max_length})"
+    return _SQL_NAMES[sql_type.tag]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a Hyper table as this library writes it."""
+
+    name: str
+    sql_type: SqlType
+    nullable: bool = True
+    spark_type: str | None = None
+    staged_as: str = "same"
+
+    @property
+    def load_sql(self) -> str:
+        """SQL that turns the staged Parquet column into this column's Hyper value."""
+        ref = escape_name(self.name)
+        if self.staged_as == "micros":
+            return f"CAST({ref} AS BIGINT) * INTERVAL '1 microsecond'"
+        if self.staged_as == "months":
+            return f"CAST({ref} AS BIGINT) * INTERVAL '1 month'"
+        return f"CAST({ref} AS {self.sql})"
+
+    @property
+    def sql(self) -> str:
+        return sql_name(self.sql_type)
+
+
+
+def _unsupported(table: str, name: str, type_name: str, fix: str) -> UnsupportedTypeError:
+    return UnsupportedTypeError(
+        f"Column {name!r} of {table} has type {type_name}, which a .hyper table cannot store. {fix}"
+    )
+
+
+def _decimal(
+    table: str, name: str, precision: int, scale: int, version: int, type_name: str
+) -> SqlType:
+    if precision > 18 and version < 3:
+        raise _unsupported(
+            table,
+            name,
+            type_name,
+            "NUMERIC with precision above 18 needs file format version 3: set "
+            "HyperResource(default_database_version=3) (Tableau Desktop 2022.4.1+, "
+            f"Server 2023.1+), or cast the column to decimal(18,{min(scale, 18)}) or double.",
+        )
+    return SqlType.numeric(precision, scale)
+
+
+def _float(version: int) -> SqlType:
+    return SqlType.float() if version >= 4 else SqlType.double()
+
+
+def columns_from_spark(schema: T.StructType, table: str, version: int) -> list[Column]:
+    """Hyper columns for a Spark schema; raises `UnsupportedTypeError` naming the column."""
+    return [_spark_column(f, table, version) for f in schema.fields]
+
+
+def _spark_column(field: T.StructField, table: str, version: int) -> Column:
+    t, name, nullable = field.dataType, field.name, field.nullable
+    simple = t.simpleString()
+
+    def col(sql_type: SqlType, *, keep: bool = False, staged_as: str = "same") -> Column:
+        return Column(name, sql_type, nullable, simple if keep else None, staged_as)
+
+    if isinstance(t, T.BooleanType):
+        return col(SqlType.bool())
+    if isinstance(t, T.ByteType):
+        return col(SqlType.small_int(), keep=True)
+    if isinstance(t, T.ShortType):
+        return col(SqlType.small_int())
+    if isinstance(t, T.IntegerType):
+        return col(SqlType.int())
+    if isinstance(t, T.LongType):
+        return col(SqlType.big_int())
+    if isinstance(t, T.FloatType):
+        return col(_float(version), keep=version < 4)
+    if isinstance(t, T.DoubleType):
+        return col(SqlType.double())
+    if isinstance(t, T.DecimalType):
+        return col(_decimal(table, name, t.precision, t.scale, version, simple))
+    if isinstance(t, T.CharType):
+        return col(SqlType.char(t.length))
+    if isinstance(t, T.VarcharType):
+        return col(SqlType.varchar(t.length))
+    if isinstance(t, T.StringType):
+        return col(SqlType.text())
+    if isinstance(t, T.BinaryType):
+        return col(SqlType.bytes())
+    if isinstance(t, T.DateType):
+        return col(SqlType.date())
+    if isinstance(t, T.TimestampNTZType):
+        return col(SqlType.timestamp())
+    if isinstance(t, T.TimestampType):
+        return col(SqlType.timestamp(), keep=True)
+    if isinstance(t, T.TimeType):
+        return col(SqlType.time(), keep=True)
+    if isinstance(t, T.DayTimeIntervalType):
+        return col(SqlType.interval(), keep=True, staged_as="micros")
+    if isinstance(t, T.YearMonthIntervalType):
+        return col(SqlType.interval(), keep=True, staged_as="months")
+    if isinstance(t, T.NullType):
+        return Column(name, SqlType.text(), True, simple)
+    fixes = {
+        T.ArrayType: "Explode it into rows, or turn it into a string with to_json() or "
+        "array_join().",
+        T.MapType: "Explode it into key/value rows, or turn it into a string with to_json().",
+        T.StructType: "Select its fields as separate columns (col('s.field')), or turn it "
+        "into a string with to_json().",
+    }
+    fix = next((v for k, v in fixes.items() if isinstance(t, k)), None)
+    raise _unsupported(
+        table, name, simple, fix or "Cast it to a supported type (string, for example)."
+    )
+
+
+def prepare_spark_frame(df):
+    """Casts, inside Spark, the columns that Parquet or Hyper cannot take as they are.
+
+    TimestampType becomes TimestampNTZ (the wall clock of the session time zone, which is
+    what a Tableau user should see); TIME and NULL-typed columns become strings.
+    """
+    from pyspark.sql import functions as F
+
+    casts = {}
+    for f in df.schema.fields:
+        if isinstance(f.dataType, T.TimestampType) and not isinstance(
+            f.dataType, T.TimestampNTZType
+        ):
+            casts[f.name] = F.col(f"`{f.name.replace('`', '``')}`").cast("timestamp_ntz")
+        elif isinstance(f.dataType, T.TimeType | T.NullType):
+            casts[f.name] = F.col(f"`{f.name.replace('`', '``')}`").cast("string")
+    return df.withColumns(casts) if casts else df
+
+
+def columns_from_arrow(schema: pa.Schema, table: str, version: int) -> list[Column]:
+    """Hyper columns for an Arrow schema; raises `UnsupportedTypeError` naming the column."""
+    return [_arrow_column(f, table, version) for f in schema]
+
+
+def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
+    t = field.type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    plain: list[tuple[object, SqlType]] = [
+        (pa.types.is_boolean, SqlType.bool()),
+        (lambda x: x in (pa.int8(), pa.int16(), pa.uint8()), SqlType.small_int()),
+        (lambda x: x in (pa.int32(), pa.uint16()), SqlType.int()),
+        (lambda x: x in (pa.int64(), pa.uint32()), SqlType.big_int()),
+        (lambda x: x in (pa.float16(), pa.float32()), _float(version)),
+        (pa.types.is_float64, SqlType.double()),
+        (
+            lambda x: (
+                pa.types.is_string(x)
+                or pa.types.is_large_string(x)
+                or pa.types.is_string_view(x)
+                or pa.types.is_null(x)
+            ),
+            SqlType.text(),
+        ),
+        (
+            lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x),
+            SqlType.bytes(),
+        ),
+        (pa.types.is_date, SqlType.date()),
+        (pa.types.is_time, SqlType.time()),
+    ]
+    for matches, sql_type in plain:
+        if matches(t):  # type: ignore[operator]
+            return Column(field.name, sql_type, field.nullable)
+    if pa.types.is_timestamp(t):
+        sql_type = SqlType.timestamp_tz() if t.tz else SqlType.timestamp()
+        return Column(field.name, sql_type, field.nullable)
+    if pa.types.is_decimal(t):
+        sql_type = _decimal(table, field.name, t.precision, t.scale, version, str(t))
+        return Column(field.name, sql_type, field.nullable)
+    raise _unsupported(table, field.name, str(t), "Cast it to a supported type first.")
+
+
+def columns_from_table(
+    definition: TableDefinition, spark_types: dict[str, str] | None = None
+) -> list[Column]:
+    """The columns of a stored table, with the Spark types recorded in their comments."""
+    spark_types = spark_types or {}
+    return [
+        Column(
+            c.name.unescaped,
+            c.type,
+            c.nullability == Nullability.NULLABLE,
+            spark_types.get(c.name.unescaped),
+        )
+        for c in definition.columns
+    ]
+
+
+def export_sql(column: Column) -> str:
+    """SQL that writes a Hyper column in a form Parquet and Spark can read back."""
+    ref = escape_name(column.name)
+    tag = column.sql_type.tag
+    if tag == TypeTag.INTERVAL:
+        if column.spark_type and column.spark_type.startswith("interval year"):
+            return (
+                f"CAST(EXTRACT(YEAR FROM {ref}) * 12 + EXTRACT(MONTH FROM {ref}) AS INT) AS {ref}"
+            )
+        return f"CAST(EXTRACT(EPOCH FROM {ref}) * 1000000 AS BIGINT) AS {ref}"
+    if tag in (TypeTag.TIME, TypeTag.JSON, TypeTag.TABGEOGRAPHY, TypeTag.OID):
+        return f"CAST({ref} AS TEXT) AS {ref}"
+    return ref
+
+
+def restore_spark_types(df, columns: list[Column]):
+    """Casts loaded columns back to the Spark types recorded when they were written."""
+    from pyspark.sql import functions as F
+
+    casts = {}
+    for c in columns:
+        if not c.spark_type or c.spark_type == "void":
+            continue
+        ref = F.col(f"`{c.name.replace('`', '``')}`")
+        if c.spark_type.startswith("interval year"):
+            value = F.make_ym_interval(F.lit(0), ref)
+        elif c.spark_type.startswith("interval"):
+            value = F.make_dt_interval(seconds=ref / F.lit(1_000_000))
+        else:
+            value = ref
+        casts[c.name] = value.cast(c.spark_type)
+    return df.withColumns(casts) if casts else df
+
+
+def describe(column: Column) -> str:
+    """A short type description for Dagster's column schema."""
+    text = column.sql.lower()
+    if column.spark_type == "timestamp":
+        return f"{text} ({_TIMESTAMP_NOTE})"
+    return text
