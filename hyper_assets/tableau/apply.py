@@ -1,0 +1,387 @@
+"""Apply an action batch to a target `.hyper`, reading a payload `.hyper`: all or nothing.
+
+The target is attached read-write as `target`, the payload read-only as `payload`. Every
+action is first checked against both catalogs (Hyper cannot mix DDL with DML in one
+transaction, so nothing is staged in temporary tables); then the DML runs in a single
+transaction with every statement checked, because Hyper aborts a transaction after a
+failed statement and a later COMMIT silently commits nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tableauhyperapi import (
+    Connection,
+    Endpoint,
+    HyperException,
+    Nullability,
+    SqlType,
+    TableDefinition,
+    TableName,
+    TypeTag,
+    escape_name,
+    escape_string_literal,
+)
+
+from hyper_assets.errors import ActionBatchError, ActionValidationError, TableNotFoundError
+from hyper_assets.tableau.actions import (
+    Action,
+    Always,
+    And,
+    Condition,
+    Const,
+    Delete,
+    Insert,
+    Predicate,
+    Replace,
+    Update,
+    Upsert,
+    predicates,
+)
+
+TARGET_DB = "target"
+PAYLOAD_DB = "payload"
+T, S = "t", "s"  # SQL aliases of the target and the source table
+
+Progress = Callable[[int, int], None]
+
+_COMPARE = {"eq": "=", "neq": "<>", "gt": ">", "lt": "<", "gte": ">=", "lte": "<="}
+
+
+class _Refused(Exception):
+    """An action that cannot run; becomes an `ActionBatchError` naming the action."""
+
+
+def apply_batch(
+    endpoint: Endpoint,
+    target_path: str | Path,
+    payload_path: str | Path | None,
+    actions: Sequence[Action],
+    *,
+    on_progress: Progress | None = None,
+) -> list[int]:
+    """Run `actions` on `target_path` in one transaction; return rows affected per action.
+
+    Raises `ActionBatchError` (naming the action) and leaves the target unchanged when any
+    action is invalid or fails. `on_progress(done, total)` is called after each action.
+    """
+    if not actions:
+        raise ActionValidationError("must be a non-empty list of actions", field="actions")
+    for path in (target_path, payload_path):
+        if path is not None and not Path(path).is_file():
+            raise TableNotFoundError(f"{path} does not exist; publish or upload it first.")
+    with Connection(endpoint) as connection:
+        _attach(connection, target_path, TARGET_DB, read_only=False)
+        target = _Catalog(connection, TARGET_DB, "target")
+        payload = None
+        if payload_path is not None:
+            _attach(connection, payload_path, PAYLOAD_DB, read_only=True)
+            payload = _Catalog(connection, PAYLOAD_DB, "payload")
+        plans = [_plan_or_raise(i, action, target, payload) for i, action in enumerate(actions)]
+        counts = _run(connection, actions, plans, on_progress)
+        connection.catalog.detach_all_databases()
+    return counts
+
+
+def _attach(connection: Connection, path: str | Path, alias: str, *, read_only: bool) -> None:
+    mode = " WITH (access_mode = readonly)" if read_only else ""
+    connection.execute_command(
+        f"ATTACH DATABASE {escape_name(str(Path(path).resolve()))} AS {escape_name(alias)}{mode}"
+    )
+
+
+def _run(
+    connection: Connection,
+    actions: Sequence[Action],
+    plans: list[list[str]],
+    on_progress: Progress | None,
+) -> list[int]:
+    counts: list[int] = []
+    connection.execute_command("BEGIN TRANSACTION")
+    try:
+        for index, (action, statements) in enumerate(zip(actions, plans, strict=True)):
+            rows = 0
+            for sql in statements:
+                try:
+                    rows += connection.execute_command(sql) or 0
+                except HyperException as err:
+                    raise ActionBatchError(index, action.name, _hyper_message(err)) from None
+            counts.append(rows)
+            if on_progress is not None:
+                on_progress(index + 1, len(actions))
+    except BaseException:
+        connection.execute_command("ROLLBACK")
+        raise
+    connection.execute_command("COMMIT")
+    return counts
+
+
+def _hyper_message(err: HyperException) -> str:
+    text = (err.main_message or str(err)).strip()
+    return f"{text} (hint: {err.hint.strip()})" if err.hint else text
+
+
+# --- catalogs ------------------------------------------------------------------------------
+
+
+class _Catalog:
+    """The tables of one attached database, read once before the transaction."""
+
+    def __init__(self, connection: Connection, database: str, side: str) -> None:
+        self.side = side
+        self.tables: dict[str, dict[str, TableDefinition]] = {}
+        for schema in connection.catalog.get_schema_names(database):
+            names = connection.catalog.get_table_names(schema)
+            if names:
+                self.tables[schema.name.unescaped] = {
+                    name.name.unescaped: connection.catalog.get_table_definition(name)
+                    for name in names
+                }
+
+    def table(self, schema: str | None, table: str) -> TableDefinition:
+        """Find `schema.table`; with no schema, the single schema that holds tables."""
+        field = "target-schema" if self.side == "target" else "source-schema"
+        if schema is None:
+            if len(self.tables) != 1:
+                found = ", ".join(sorted(self.tables)) or "none"
+                raise _Refused(
+                    f"the {self.side} has tables in {len(self.tables)} schemas ({found}); "
+                    f"set {field} to pick one."
+                )
+            schema = next(iter(self.tables))
+        tables = self.tables.get(schema, {})
+        if table not in tables:
+            known = ", ".join(
+                str(TableName(s, t)) for s, names in sorted(self.tables.items()) for t in names
+            )
+            raise _Refused(
+                f"table {TableName(schema, table)} does not exist in the {self.side}; "
+                f"tables there: {known or 'none'}."
+            )
+        return tables[table]
+
+
+def _columns(table: TableDefinition) -> dict[str, SqlType]:
+    return {column.name.unescaped: column.type for column in table.columns}
+
+
+def _show(table: TableDefinition) -> str:
+    return str(TableName(table.table_name.schema_name.name, table.table_name.name))
+
+
+# --- planning: checks and SQL per action -----------------------------------------------------
+
+
+def _plan_or_raise(
+    index: int, action: Action, target: _Catalog, payload: _Catalog | None
+) -> list[str]:
+    try:
+        return _plan(action, target, payload)
+    except _Refused as err:
+        raise ActionBatchError(index, action.name, str(err)) from None
+
+
+def _plan(action: Action, target_catalog: _Catalog, payload: _Catalog | None) -> list[str]:
+    target = target_catalog.table(action.target_schema, action.target_table)
+    source_table = getattr(action, "source_table", None)
+    source = None
+    if source_table is not None:
+        if payload is None:
+            raise _Refused(f"source-table '{source_table}' needs a payload file; none was given.")
+        source = payload.table(action.source_schema, source_table)
+    condition: Condition | None = getattr(action, "condition", None)
+    if condition is not None:
+        _check_condition(condition, target, source)
+    if isinstance(action, Insert):
+        return [_insert_sql(target, source, _insert_columns(target, source, condition))]
+    if isinstance(action, Replace):
+        _check_same_columns(target, source)
+        return [f"DELETE FROM {target.table_name}", _insert_sql(target, source, _columns(source))]
+    if isinstance(action, Update):
+        return [_update_sql(target, source, condition)]
+    if isinstance(action, Upsert):
+        insert_columns = _insert_columns(target, source, condition)
+        matched = _sql(condition, target, source)
+        where = f"NOT EXISTS (SELECT 1 FROM {target.table_name} AS {T} WHERE {matched})"
+        return [
+            _update_sql(target, source, condition),
+            _insert_sql(target, source, insert_columns, where),
+        ]
+    assert isinstance(action, Delete)
+    return [_delete_sql(target, source, condition)]
+
+
+def _check_condition(
+    condition: Condition, target: TableDefinition, source: TableDefinition | None
+) -> None:
+    target_columns = _columns(target)
+    for predicate in predicates(condition):
+        if predicate.target_col is not None and predicate.target_col not in target_columns:
+            raise _Refused(
+                f"target-col '{predicate.target_col}' is not a column of {_show(target)}; "
+                f"columns: {', '.join(target_columns)}."
+            )
+        if predicate.source_col is None:
+            continue
+        if source is None:
+            raise _Refused(
+                f"source-col '{predicate.source_col}' needs a source-table; "
+                "compare a target-col with a const instead."
+            )
+        if predicate.source_col not in _columns(source):
+            raise _Refused(
+                f"source-col '{predicate.source_col}' is not a column of the source "
+                f"{_show(source)}; columns: {', '.join(_columns(source))}."
+            )
+
+
+def _condition_source_columns(condition: Condition | None) -> set[str]:
+    if condition is None:
+        return set()
+    return {p.source_col for p in predicates(condition) if p.source_col is not None}
+
+
+def _settable_columns(
+    target: TableDefinition, source: TableDefinition, condition: Condition | None
+) -> list[str]:
+    """Source columns the target also has; any other source column must serve the condition."""
+    target_columns = _columns(target)
+    used = _condition_source_columns(condition)
+    columns = [name for name in _columns(source) if name in target_columns]
+    stray = [name for name in _columns(source) if name not in target_columns and name not in used]
+    if stray:
+        raise _Refused(
+            f"source column(s) {', '.join(stray)} of {_show(source)} match no column of "
+            f"{_show(target)} (names match exactly, case and spaces included)."
+        )
+    return columns
+
+
+def _insert_columns(
+    target: TableDefinition, source: TableDefinition, condition: Condition | None
+) -> list[str]:
+    """The settable columns, checking that every NOT NULL target column is among them."""
+    columns = _settable_columns(target, source, condition)
+    missing = [
+        column.name.unescaped
+        for column in target.columns
+        if column.name.unescaped not in columns and column.nullability == Nullability.NOT_NULLABLE
+    ]
+    if missing:
+        raise _Refused(
+            f"NOT NULL column(s) {', '.join(missing)} of {_show(target)} are missing from "
+            f"the source {_show(source)}."
+        )
+    return columns
+
+
+def _check_same_columns(target: TableDefinition, source: TableDefinition) -> None:
+    mine, theirs = _columns(target), _columns(source)
+    differences = [
+        f"{name}: target {mine.get(name, 'absent')}, source {theirs.get(name, 'absent')}"
+        for name in sorted(set(mine) | set(theirs))
+        if mine.get(name) != theirs.get(name)
+    ]
+    if differences:
+        raise _Refused(
+            f"replace needs the same column names and types in {_show(target)} and the "
+            f"source {_show(source)}; differences: {'; '.join(differences)}."
+        )
+
+
+def _insert_sql(
+    target: TableDefinition, source: TableDefinition, columns: Sequence[str], where: str = ""
+) -> str:
+    names = ", ".join(escape_name(c) for c in columns)
+    values = ", ".join(f"{S}.{escape_name(c)}" for c in columns)
+    suffix = f" WHERE {where}" if where else ""
+    return (
+        f"INSERT INTO {target.table_name} ({names}) "
+        f"SELECT {values} FROM {source.table_name} AS {S}{suffix}"
+    )
+
+
+def _update_sql(target: TableDefinition, source: TableDefinition, condition: Condition) -> str:
+    columns = _settable_columns(target, source, condition)
+    if not columns:
+        raise _Refused(f"the source {_show(source)} has no column of {_show(target)} to set.")
+    assignments = ", ".join(f"{escape_name(c)} = {S}.{escape_name(c)}" for c in columns)
+    return (
+        f"UPDATE {target.table_name} AS {T} SET {assignments} "
+        f"FROM {source.table_name} AS {S} WHERE {_sql(condition, target, source)}"
+    )
+
+
+def _delete_sql(
+    target: TableDefinition, source: TableDefinition | None, condition: Condition
+) -> str:
+    where = _sql(condition, target, source)
+    if source is None:
+        return f"DELETE FROM {target.table_name} AS {T} WHERE {where}"
+    unused = [c for c in _columns(source) if c not in _condition_source_columns(condition)]
+    if unused:
+        raise _Refused(
+            f"source column(s) {', '.join(unused)} of {_show(source)} are not used by the "
+            "condition; a delete's source may only hold the columns its condition compares."
+        )
+    return (
+        f"DELETE FROM {target.table_name} AS {T} "
+        f"WHERE EXISTS (SELECT 1 FROM {source.table_name} AS {S} WHERE {where})"
+    )
+
+
+# --- conditions as SQL -------------------------------------------------------------------------
+
+
+def _sql(condition: Condition, target: TableDefinition, source: TableDefinition | None) -> str:
+    if isinstance(condition, Always):
+        return "TRUE" if condition.value else "FALSE"
+    if isinstance(condition, Predicate):
+        return _predicate_sql(condition, target, source)
+    joiner = " AND " if isinstance(condition, And) else " OR "
+    return "(" + joiner.join(_sql(arg, target, source) for arg in condition.args) + ")"
+
+
+def _predicate_sql(
+    predicate: Predicate, target: TableDefinition, source: TableDefinition | None
+) -> str:
+    operands: list[tuple[str, SqlType]] = []
+    if predicate.target_col is not None:
+        operands.append(
+            (f"{T}.{escape_name(predicate.target_col)}", _columns(target)[predicate.target_col])
+        )
+    if predicate.source_col is not None and source is not None:
+        operands.append(
+            (f"{S}.{escape_name(predicate.source_col)}", _columns(source)[predicate.source_col])
+        )
+    left, left_type = operands[0]
+    const = predicate.const
+    if const is not None and const.v is None:
+        return f"{left} IS NULL" if predicate.op == "is" else f"{left} = NULL"
+    right = operands[1][0] if const is None else _literal(const, left_type)
+    if predicate.op == "is":
+        return f"{left} IS NOT DISTINCT FROM {right}"
+    if predicate.op == "has":
+        return f"strpos({left}, {right}) > 0"
+    return f"{left} {_COMPARE[predicate.op]} {right}"
+
+
+def _literal(const: Const, column_type: SqlType) -> str:
+    """`const` as a SQL literal; a date-time matches the column it is compared with."""
+    value = const.v
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"CAST({value!r} AS DOUBLE PRECISION)"
+    if isinstance(value, datetime):
+        utc = value.astimezone(UTC)
+        if column_type.tag == TypeTag.TIMESTAMP_TZ:
+            return f"TIMESTAMPTZ {escape_string_literal(utc.isoformat(sep=' '))}"
+        wall = utc.replace(tzinfo=None).isoformat(sep=" ")
+        return f"TIMESTAMP {escape_string_literal(wall)}"
+    return escape_string_literal(str(value))

@@ -1,0 +1,70 @@
+"""Fixtures for the action-batch and emulator tests: write and read real `.hyper` files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tableauhyperapi import (
+    Connection,
+    CreateMode,
+    Inserter,
+    SchemaName,
+    TableDefinition,
+    TableName,
+)
+
+from hyper_assets.process import SharedHyper
+
+Column = TableDefinition.Column
+Tables = Mapping[tuple[str, str], tuple[Sequence[Column], Sequence[tuple[Any, ...]]]]
+
+
+def _plain(value: Any) -> Any:
+    """Hyper's Date/Timestamp values as Python's, so rows compare with literals."""
+    if hasattr(value, "to_datetime"):
+        return value.to_datetime()
+    if hasattr(value, "to_date"):
+        return value.to_date()
+    return value
+
+
+class HyperFiles:
+    """Create `.hyper` files from table specs and read every table back as sorted rows."""
+
+    def __init__(self, hyper: SharedHyper) -> None:
+        self.hyper = hyper
+
+    def create(self, path: Path, tables: Tables) -> Path:
+        with Connection(self.hyper.endpoint, path, CreateMode.CREATE_AND_REPLACE) as conn:
+            for (schema, table), (columns, rows) in tables.items():
+                conn.catalog.create_schema_if_not_exists(SchemaName(schema))
+                definition = TableDefinition(TableName(schema, table), columns)
+                conn.catalog.create_table(definition)
+                with Inserter(conn, definition) as inserter:
+                    inserter.add_rows(rows)
+                    inserter.execute()
+        return path
+
+    def read(self, path: Path) -> dict[str, list[tuple[Any, ...]]]:
+        """Every table as `schema.table` -> rows sorted by their repr."""
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        with Connection(self.hyper.endpoint, path) as conn:
+            for schema in conn.catalog.get_schema_names():
+                for table in conn.catalog.get_table_names(schema):
+                    rows = conn.execute_list_query(f"SELECT * FROM {table}")
+                    key = f"{schema.name.unescaped}.{table.name.unescaped}"
+                    out[key] = sorted((tuple(_plain(v) for v in row) for row in rows), key=repr)
+        return out
+
+    def column_names(self, path: Path, schema: str, table: str) -> list[str]:
+        with Connection(self.hyper.endpoint, path) as conn:
+            definition = conn.catalog.get_table_definition(TableName(schema, table))
+            return [c.name.unescaped for c in definition.columns]
+
+
+@pytest.fixture(scope="session")
+def hyper_files(hyper: SharedHyper) -> HyperFiles:
+    return HyperFiles(hyper)
