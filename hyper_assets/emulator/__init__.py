@@ -1,0 +1,121 @@
+"""A local emulator of the Tableau REST endpoints an incremental publish touches.
+
+It serves real HTTP on a local port and stores every published data source as
+`DATA_DIR/<name>.hyper`, applying update batches to those files with a real hyperd:
+
+    with Emulator(tmp_path, tokens={"ci": "s3cret"}) as emulator:
+        server = TSC.Server(emulator.url, use_server_version=True)
+        server.auth.sign_in(TSC.PersonalAccessTokenAuth("ci", "s3cret"))
+        ...
+        emulator.faults.fail_requests("PATCH", r"/data$", status=429, retry_after=1)
+
+See docs/emulator.md for the endpoints, error codes and fault injection.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Mapping
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+
+from hyper_assets.emulator.faults import Faults
+from hyper_assets.emulator.jobs import JobRunner
+from hyper_assets.emulator.server import Api, RequestHandler
+from hyper_assets.emulator.sessions import Sessions
+from hyper_assets.emulator.store import DatasourceStore, UploadStore
+from hyper_assets.errors import EmulatorConfigError
+from hyper_assets.process import SharedHyper
+
+DEFAULT_MAX_PAYLOAD_BYTES = 100 * 1024 * 1024
+DEFAULT_API_VERSION = "3.24"
+
+
+class Emulator:
+    """One emulated server: an HTTP thread, a job worker and (unless given) its own hyperd."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        tokens: Mapping[str, str] | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        hyper: SharedHyper | None = None,
+        api_version: str = DEFAULT_API_VERSION,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        if not self.data_dir.is_dir():
+            raise EmulatorConfigError(
+                f"data dir {self.data_dir} is not a directory; create it first."
+            )
+        self.host, self.port = host, port
+        self.tokens = dict(tokens) if tokens else {"emulator": secrets.token_urlsafe(24)}
+        self.faults = Faults()
+        self._own_hyper = hyper is None
+        self._hyper = hyper or SharedHyper()
+        self._sessions = Sessions(self.tokens)
+        store = DatasourceStore(self.data_dir)
+        self._jobs = JobRunner(store, lambda: self._hyper.endpoint, self.faults)
+        self._api = Api(
+            store,
+            UploadStore(self.data_dir),
+            self._jobs,
+            self._sessions,
+            self.faults,
+            max_payload_bytes=max_payload_bytes,
+            api_version=api_version,
+        )
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL, e.g. `http://127.0.0.1:43817` (the port is known once started)."""
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> Emulator:
+        handler = type("BoundHandler", (RequestHandler,), {"api": self._api})
+        try:
+            self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
+        except OSError as err:
+            raise EmulatorConfigError(f"cannot listen on {self.host}:{self.port}: {err}") from err
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._jobs.start()
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="emulator-http", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, finish the running job, and stop the hyperd this emulator started."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        self._jobs.stop()
+        if self._own_hyper:
+            self._hyper.close()
+
+    def expire_tokens(self) -> None:
+        """End every signed-in session: the next authenticated call gets 401."""
+        self._sessions.expire_all()
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+__all__ = ["DEFAULT_API_VERSION", "DEFAULT_MAX_PAYLOAD_BYTES", "Emulator", "Faults"]

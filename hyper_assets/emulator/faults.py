@@ -1,0 +1,95 @@
+"""Fault injection, so tests can rehearse what a real server does on a bad day.
+
+emulator.faults.fail_requests("PATCH", r"/data$", status=429, retry_after=3)
+emulator.faults.drop_after_accept("PATCH", r"/data$")   # applied, but no reply
+emulator.faults.fail_next_job("disk full")
+emulator.faults.pause_jobs(); ...; emulator.faults.resume_jobs()
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+
+@dataclass
+class RequestFault:
+    """Answer `count` requests matching `method` and the `path` regex with `status`."""
+
+    method: str
+    path: re.Pattern[str]
+    count: int
+    status: int = 503
+    retry_after: int | None = None
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.count > 0 and self.method in (method, "*") and bool(self.path.search(path))
+
+
+class Faults:
+    """The faults armed on one emulator; every method is thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failures: list[RequestFault] = []
+        self._drops: list[RequestFault] = []
+        self._job_failures: list[str] = []
+        self._jobs_running = threading.Event()
+        self._jobs_running.set()
+
+    def fail_requests(
+        self,
+        method: str,
+        path_pattern: str,
+        *,
+        status: int = 503,
+        count: int = 1,
+        retry_after: int | None = None,
+    ) -> None:
+        """Fail the next `count` matching requests before they are handled (500/503/429)."""
+        fault = RequestFault(method.upper(), _pattern(path_pattern), count, status, retry_after)
+        with self._lock:
+            self._failures.append(fault)
+
+    def drop_after_accept(self, method: str, path_pattern: str, *, count: int = 1) -> None:
+        """Handle the next `count` matching requests fully, then close without replying."""
+        with self._lock:
+            self._drops.append(RequestFault(method.upper(), _pattern(path_pattern), count))
+
+    def fail_next_job(self, message: str = "Injected job failure.") -> None:
+        """Make the next update job fail with `message` in its notes, changing nothing."""
+        with self._lock:
+            self._job_failures.append(message)
+
+    def pause_jobs(self) -> None:
+        """Keep queued jobs waiting (to observe or cancel them) until `resume_jobs`."""
+        self._jobs_running.clear()
+
+    def resume_jobs(self) -> None:
+        self._jobs_running.set()
+
+    def take_failure(self, method: str, path: str) -> RequestFault | None:
+        return self._take(self._failures, method, path)
+
+    def take_drop(self, method: str, path: str) -> bool:
+        return self._take(self._drops, method, path) is not None
+
+    def take_job_failure(self) -> str | None:
+        with self._lock:
+            return self._job_failures.pop(0) if self._job_failures else None
+
+    def wait_until_jobs_may_run(self, timeout: float) -> bool:
+        return self._jobs_running.wait(timeout)
+
+    def _take(self, faults: list[RequestFault], method: str, path: str) -> RequestFault | None:
+        with self._lock:
+            for fault in faults:
+                if fault.matches(method, path):
+                    fault.count -= 1
+                    return fault
+        return None
+
+
+def _pattern(path_pattern: str) -> re.Pattern[str]:
+    return re.compile(path_pattern, re.IGNORECASE)

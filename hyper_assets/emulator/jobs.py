@@ -1,0 +1,159 @@
+"""Update jobs: queued by the PATCH data endpoint, run one at a time by a worker thread.
+
+A job applies its batch through `apply_batch` while holding the data source's lock, then
+deletes its payload. A `RequestID` seen within 24 hours returns the job it first created
+instead of queuing the batch again.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tableauhyperapi import Endpoint
+
+from hyper_assets.emulator.faults import Faults
+from hyper_assets.emulator.store import Datasource, DatasourceStore
+from hyper_assets.emulator.wire import not_found
+from hyper_assets.errors import HyperAssetsError, RestApiError
+from hyper_assets.tableau.actions import Action
+from hyper_assets.tableau.apply import apply_batch
+
+log = logging.getLogger(__name__)
+
+REQUEST_ID_TTL = timedelta(hours=24)
+SUCCESS, FAILED, CANCELLED = 0, 1, 2
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Job:
+    id: str
+    datasource: Datasource
+    connection_id: str
+    actions: list[Action]
+    payload: Path | None
+    created_at: datetime = field(default_factory=_now)
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    progress: int = 0
+    finish_code: int | None = None
+    notes: str | None = None
+
+
+class JobRunner:
+    """Queues update jobs and runs them on one worker thread."""
+
+    def __init__(
+        self, store: DatasourceStore, endpoint: Callable[[], Endpoint], faults: Faults
+    ) -> None:
+        self._store = store
+        self._endpoint = endpoint
+        self._faults = faults
+        self._jobs: dict[str, Job] = {}
+        self._request_ids: dict[str, tuple[Job, datetime]] = {}
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._work, name="emulator-jobs", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._faults.resume_jobs()
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+
+    def duplicate(self, request_id: str) -> Job | None:
+        """The job a `RequestID` created within the last 24 hours, if any."""
+        with self._lock:
+            seen = self._request_ids.get(request_id)
+            if seen is None or _now() - seen[1] > REQUEST_ID_TTL:
+                return None
+            return seen[0]
+
+    def submit(
+        self,
+        request_id: str,
+        datasource: Datasource,
+        connection_id: str,
+        actions: list[Action],
+        payload: Path | None,
+    ) -> Job:
+        job = Job(str(uuid.uuid4()), datasource, connection_id, actions, payload)
+        with self._lock:
+            self._jobs[job.id] = job
+            self._request_ids[request_id] = (job, job.created_at)
+        self._queue.put(job)
+        return job
+
+    def get(self, job_id: str) -> Job:
+        with self._lock:
+            if job_id not in self._jobs:
+                raise not_found("404003", f"Job {job_id!r} could not be found.")
+            return self._jobs[job_id]
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a queued job; a started or finished one answers 409."""
+        job = self.get(job_id)
+        with self._lock:
+            if job.started_at is not None or job.completed_at is not None:
+                raise RestApiError(
+                    409,
+                    "409000",
+                    "Conflict",
+                    f"Job {job_id} has already started or finished and cannot be cancelled.",
+                )
+            job.finish_code, job.completed_at = CANCELLED, _now()
+            job.notes = "Cancelled by request."
+        return job
+
+    def _work(self) -> None:
+        while (job := self._queue.get()) is not None:
+            while not self._faults.wait_until_jobs_may_run(timeout=0.2):
+                pass
+            with self._lock:
+                if job.completed_at is not None:
+                    continue
+                job.started_at = _now()
+            try:
+                self._run(job)
+            finally:
+                if job.payload is not None:
+                    job.payload.unlink(missing_ok=True)
+
+    def _run(self, job: Job) -> None:
+        def progress(done: int, total: int) -> None:
+            job.progress = 100 * done // total
+
+        finish, notes = SUCCESS, None
+        injected = self._faults.take_job_failure()
+        try:
+            if injected is not None:
+                raise HyperAssetsError(injected)
+            with self._store.lock(job.datasource):
+                apply_batch(
+                    self._endpoint(),
+                    job.datasource.path,
+                    job.payload,
+                    job.actions,
+                    on_progress=progress,
+                )
+        except HyperAssetsError as err:
+            finish, notes = FAILED, str(err)
+        except Exception as err:  # the job must end and report, whatever went wrong
+            log.exception("update job %s failed unexpectedly", job.id)
+            finish, notes = FAILED, f"Internal error: {err}"
+        with self._lock:
+            job.finish_code, job.notes, job.completed_at = finish, notes, _now()
+            if finish == SUCCESS:
+                job.progress = 100
