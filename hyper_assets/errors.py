@@ -65,7 +65,7 @@ class ActionBatchError(HyperAssetsError):
 
     def __init__(self, index: int, action: str, problem: str):
         super().__init__(
-            f"action {index} ({action}): {problem} The batch was rolled back; "
+            f"action {index} ({action}): {problem.rstrip('.')}. The batch was rolled back; "
             "the target is unchanged."
         )
         self.index = index

@@ -145,6 +145,10 @@ class Api:
             reply = handler(self, request)
         except RestApiError as err:
             return Reply(err.status, error_nodes(err))
+        except Exception as err:  # a bug in the emulator must still answer, not hang up
+            log.exception("%s %s failed", method, path)
+            failure = RestApiError(500, "500000", "Internal Server Error", f"Emulator bug: {err!r}")
+            return Reply(500, error_nodes(failure))
         reply.drop = self.faults.take_drop(method, path)
         return reply
 

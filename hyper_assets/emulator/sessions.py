@@ -28,7 +28,9 @@ class Sessions:
 
     def sign_in(self, name: str | None, secret: str | None) -> Session:
         expected = self.tokens.get(name or "")
-        if expected is None or not secrets.compare_digest(expected, secret or ""):
+        if expected is None or not secrets.compare_digest(
+            expected.encode(), (secret or "").encode()
+        ):
             raise RestApiError(
                 401,
                 "401001",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tableauserverclient as TSC
 from tableauhyperapi import (
     Connection,
     CreateMode,
@@ -16,6 +17,7 @@ from tableauhyperapi import (
     TableName,
 )
 
+from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
 
 Column = TableDefinition.Column
@@ -68,3 +70,26 @@ class HyperFiles:
 @pytest.fixture(scope="session")
 def hyper_files(hyper: SharedHyper) -> HyperFiles:
     return HyperFiles(hyper)
+
+
+TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"
+
+
+@pytest.fixture
+def emulator(tmp_path: Path, hyper: SharedHyper) -> Iterator[Emulator]:
+    """A started emulator on a free port, sharing the session's hyperd."""
+    data_dir = tmp_path / "server"
+    data_dir.mkdir()
+    with Emulator(
+        data_dir, tokens={TOKEN_NAME: TOKEN_SECRET}, hyper=hyper, max_payload_bytes=2**20
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def server(emulator: Emulator) -> Iterator[TSC.Server]:
+    """A real tableauserverclient signed in to the emulator with a personal access token."""
+    tsc = TSC.Server(emulator.url, use_server_version=True)
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth(TOKEN_NAME, TOKEN_SECRET))
+    yield tsc
+    tsc.auth.sign_out()
