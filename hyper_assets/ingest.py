@@ -15,7 +15,6 @@ The caller closes the connection afterwards: only then is the change durable.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -103,25 +102,31 @@ def _insert(connection: Connection, write: Write, target: TableName, files: list
     )
 
 
-_NOT_NULL = re.compile(r'null value in column "?([^"]+?)"? ', re.IGNORECASE)
-
-
-def _explain(error: HyperException, write: Write) -> Exception:
-    """Turns Hyper's message into one of our errors, naming the table and column."""
-    label = table_label(write.table)
-    text = str(error)
-    match = _NOT_NULL.search(text) or (
-        re.search(r"column '([^']+)'", text) if "null" in text.lower() else None
-    )
-    if match:
-        return NullInNotNullColumnError(
-            f"A NULL arrived for NOT NULL column {match.group(1)!r} of {label}; nothing was "
-            "written. Fill or filter the NULLs, or make the column nullable in Spark "
-            "(a full refresh with a nullable schema changes the table)."
-        )
+def _explain(error: HyperException, write: Write) -> IngestError:
     return IngestError(
-        f"Hyper could not load the rows for {label}; the stored table is unchanged. "
-        f"Hyper said: {text.strip()}"
+        f"Hyper could not load the rows for {table_label(write.table)}; the stored table is "
+        f"unchanged. Hyper said: {str(error).strip()}"
+    )
+
+
+def _null_error(
+    connection: Connection, write: Write, files: list[Path]
+) -> NullInNotNullColumnError:
+    """Names the columns that brought NULLs into a NOT NULL column."""
+    counts = ", ".join(
+        f"COUNT(*) FILTER (WHERE {escape_name(c.name)} IS NULL)" for c in write.columns
+    )
+    (row,) = connection.execute_list_query(
+        f"SELECT {counts} FROM {_source_sql(files, write.columns)}"
+    )
+    catalog = Catalog(connection)
+    stored = catalog.columns(write.table) if catalog.exists(write.table) else write.columns
+    not_null = {c.name for c in stored if not c.nullable}
+    culprits = [c.name for c, n in zip(write.columns, row, strict=True) if n and c.name in not_null]
+    return NullInNotNullColumnError(
+        f"NULLs arrived for NOT NULL column(s) {culprits} of {table_label(write.table)}; "
+        "nothing was written. Fill or filter the NULLs, or make the column nullable with "
+        "an unpartitioned full refresh."
     )
 
 
@@ -142,6 +147,8 @@ def write_table(connection: Connection, write: Write, files: list[Path]) -> Writ
     try:
         loaded = _write(connection, catalog, write, files, expected)
     except HyperException as error:
+        if "non-NULL value required" in str(error):
+            raise _null_error(connection, write, files) from error
         raise _explain(error, write) from error
     where = f" WHERE {write.where}" if write.mode == "partition" else ""
     (count,) = connection.execute_list_query(f"SELECT COUNT(*) FROM {write.table}{where}")[0]

@@ -49,7 +49,8 @@ class HyperIOManager(ConfigurableIOManager):
     """Stores each asset as table `"schema"."table"` of one `.hyper` file.
 
     Asset metadata steers the write: `partition_expr` (partitioned assets),
-    `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`.
+    `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`, and `schema` /
+    `table` to override the names taken from the asset key.
     """
 
     database: str = Field(description="Path of the .hyper file every asset is a table of.")
@@ -84,11 +85,14 @@ class HyperIOManager(ConfigurableIOManager):
         self.hyper.close()
 
     def table_for(self, asset_key_path: list[str], metadata: Mapping[str, Any]) -> TableName:
-        """`[..., schema, table]` -> "schema"."table"; one part -> the default schema."""
+        """`[..., schema, table]` -> "schema"."table"; one part -> the default schema.
+
+        Metadata `schema` and `table` override the key, for names Dagster keys cannot hold.
+        """
         schema = metadata.get("schema") or (
             asset_key_path[-2] if len(asset_key_path) > 1 else self.default_schema
         )
-        return TableName(schema, asset_key_path[-1])
+        return TableName(schema, metadata.get("table") or asset_key_path[-1])
 
     def handle_output(self, context: OutputContext, obj: object) -> None:
         if obj is None:
@@ -125,7 +129,7 @@ class HyperIOManager(ConfigurableIOManager):
         for note in result.notes:
             context.log.warning(note)
         context.add_output_metadata(
-            self._metadata(write, result.row_count, context.has_asset_partitions)
+            self._metadata(write, result.row_count, _count_key(context))
             | {
                 "rows_loaded": result.rows_loaded,
                 "stage_seconds": round(staged - started, 3),
@@ -162,7 +166,7 @@ class HyperIOManager(ConfigurableIOManager):
             label,
         )
 
-    def _metadata(self, write: Write, row_count: int, partitioned: bool) -> dict[str, Any]:
+    def _metadata(self, write: Write, row_count: int, count_key: str) -> dict[str, Any]:
         schema = TableSchema(
             columns=[
                 TableColumn(
@@ -177,7 +181,7 @@ class HyperIOManager(ConfigurableIOManager):
         return {
             "dagster/table_name": table_label(write.table),
             "dagster/column_schema": schema,
-            "dagster/partition_row_count" if partitioned else "dagster/row_count": row_count,
+            count_key: row_count,
             "dagster/storage_kind": "hyper",
             "database": MetadataValue.path(str(path)),
             "file_size_bytes": path.stat().st_size,
@@ -211,6 +215,15 @@ class HyperIOManager(ConfigurableIOManager):
 
         frame = SparkSession.builder.getOrCreate().read.parquet(str(path))
         return restore_spark_types(frame, columns)
+
+
+def _count_key(context: OutputContext) -> str:
+    """Row count of the table, of the one partition written, or of a backfilled range."""
+    if not context.has_asset_partitions:
+        return "dagster/row_count"
+    if len(context.asset_partition_keys) == 1:
+        return "dagster/partition_row_count"
+    return "range_row_count"
 
 
 def _select(columns: list[Column], wanted: object, label: str) -> list[Column]:

@@ -12,7 +12,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tableauhyperapi import HyperProcess, Telemetry
+from tableauhyperapi import Endpoint, HyperProcess, Telemetry
 
 
 def default_log_dir() -> Path:
@@ -59,7 +59,7 @@ class SharedHyper:
             return self._process
 
     @property
-    def endpoint(self):  # noqa: ANN201 - tableauhyperapi.Endpoint
+    def endpoint(self) -> Endpoint:
         return self.process.endpoint
 
     def close(self) -> None:

@@ -83,9 +83,7 @@ def _fk_sql(fk: ForeignKey) -> str:
 
 def create_table_sql(table: TableName, columns: list[Column], keys: Keys) -> list[str]:
     """CREATE TABLE with its keys, then the comments that record Spark types."""
-    parts = [
-        f"{escape_name(c.name)} {c.sql}{'' if c.nullable else ' NOT NULL'}" for c in columns
-    ]
+    parts = [f"{escape_name(c.name)} {c.sql}{'' if c.nullable else ' NOT NULL'}" for c in columns]
     if keys.primary_key:
         parts.append(f"ASSUMED PRIMARY KEY ({_columns_sql(keys.primary_key)})")
     parts.extend(_fk_sql(fk) for fk in keys.foreign_keys)

@@ -82,7 +82,6 @@ class Column:
         return sql_name(self.sql_type)
 
 
-
 def _unsupported(table: str, name: str, type_name: str, fix: str) -> UnsupportedTypeError:
     return UnsupportedTypeError(
         f"Column {name!r} of {table} has type {type_name}, which a .hyper table cannot store. {fix}"

@@ -1,0 +1,410 @@
+"""HyperIOManager end to end: real Spark, real hyperd, the stored file read back."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from dagster import (
+    AssetIn,
+    BackfillPolicy,
+    DailyPartitionsDefinition,
+    StaticPartitionsDefinition,
+    asset,
+    materialize,
+)
+from helpers import query, table_rows
+from pyspark.sql import DataFrame
+
+from hyper_assets import (
+    ConfigurationError,
+    HyperIOManager,
+    HyperResource,
+    NullInNotNullColumnError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    UnsupportedTypeError,
+)
+
+DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    return tmp_path / "star.hyper"
+
+
+def io(database: Path, **kwargs) -> HyperIOManager:
+    return HyperIOManager(
+        database=str(database),
+        hyper=HyperResource(log_dir=str(database.parent / "logs"), **kwargs),
+        staging_dir=str(database.parent / "staging"),
+    )
+
+
+def run(assets, database: Path, **kwargs):
+    io_kwargs = kwargs.pop("io_kwargs", {})
+    result = materialize(assets, resources={"io_manager": io(database, **io_kwargs)}, **kwargs)
+    assert result.success
+    return result
+
+
+def metadata(result, key: str) -> dict:
+    (event,) = [
+        e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == key
+    ]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def facts_asset(spark, sql_per_day: str, **asset_kwargs):
+    @asset(
+        name="events",
+        key_prefix=["Extract"],
+        partitions_def=DAYS,
+        metadata={"partition_expr": "day"},
+        **asset_kwargs,
+    )
+    def events(context) -> DataFrame:
+        window = context.partition_time_window
+        start, end = window.start.date(), window.end.date()
+        return spark.sql(sql_per_day).where(f"day >= DATE'{start}' AND day < DATE'{end}'")
+
+    return events
+
+
+FACT_SQL = (
+    "SELECT id, date_add(DATE'2024-01-01', CAST(id % 9 AS INT)) AS day, "
+    "CAST(id * 1.5 AS DOUBLE) AS amount FROM range(90)"
+)
+
+
+def test_partition_rematerialised_twice_has_no_duplicates(spark, hyper, database):
+    events = facts_asset(spark, FACT_SQL)
+    for _ in range(2):
+        result = run([events], database, partition_key="2024-01-02")
+    run([events], database, partition_key="2024-01-03")
+    rows = query(
+        hyper, database, 'SELECT day, COUNT(*) FROM "Extract".events GROUP BY day ORDER BY day'
+    )
+    assert [[str(d), n] for d, n in rows] == [["2024-01-02", 10], ["2024-01-03", 10]]
+    meta = metadata(result, "Extract/events")
+    assert meta["dagster/partition_row_count"] == 10
+    assert meta["dagster/table_name"] == "Extract.events"
+    assert meta["dagster/storage_kind"] == "hyper"
+    assert meta["rows_loaded"] == 10
+    assert meta["file_size_bytes"] == database.stat().st_size
+    names = [c.name for c in meta["dagster/column_schema"].columns]
+    assert names == ["id", "day", "amount"]
+
+
+def test_single_run_backfill_of_a_range_replaces_exactly_that_range(spark, hyper, database):
+    events = facts_asset(spark, FACT_SQL, backfill_policy=BackfillPolicy.single_run())
+    run([events], database, partition_key="2024-01-01")
+    run([events], database, partition_key="2024-01-09")
+    result = materialize(
+        [events],
+        resources={"io_manager": io(database)},
+        tags={
+            "dagster/asset_partition_range_start": "2024-01-02",
+            "dagster/asset_partition_range_end": "2024-01-05",
+        },
+    )
+    assert result.success
+    rows = query(
+        hyper,
+        database,
+        'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract".events GROUP BY 1 ORDER BY 1',
+    )
+    assert rows == [[f"2024-01-0{d}", 10] for d in (1, 2, 3, 4, 5, 9)]
+    events_meta = [
+        {k: v.value for k, v in e.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    ]
+    assert [e["range_row_count"] for e in events_meta] == [40] * 4
+
+
+def test_rows_outside_the_partition_abort_the_write(spark, hyper, database):
+    @asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+    def leaky() -> DataFrame:
+        return spark.sql(FACT_SQL)
+
+    run([facts_asset(spark, FACT_SQL)], database, partition_key="2024-01-02")
+    with pytest.raises(SchemaMismatchError, match="fall outside the partition"):
+        materialize([leaky], resources={"io_manager": io(database)}, partition_key="2024-01-02")
+    assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".events') == [[10]]
+
+
+def test_missing_partition_expr_is_a_clear_error(spark, database):
+    @asset(partitions_def=DAYS)
+    def nameless() -> DataFrame:
+        return spark.sql("SELECT 1 AS x")
+
+    with pytest.raises(ConfigurationError, match="partition_expr"):
+        materialize([nameless], resources={"io_manager": io(database)}, partition_key="2024-01-02")
+
+
+def test_static_partitions_use_in(spark, hyper, database):
+    regions = StaticPartitionsDefinition(["north", "süd", "o'west"])
+
+    @asset(partitions_def=regions, metadata={"partition_expr": "region"})
+    def sales(context) -> DataFrame:
+        key = context.partition_key.replace("'", "\\'")
+        return spark.sql(f"SELECT '{key}' AS region, id FROM range(3)")
+
+    for key in ["north", "süd", "o'west", "süd"]:
+        run([sales], database, partition_key=key)
+    rows = query(
+        hyper, database, 'SELECT region, COUNT(*) FROM "Extract".sales GROUP BY 1 ORDER BY 1'
+    )
+    assert rows == [["north", 3], ["o'west", 3], ["süd", 3]]
+
+
+def test_full_refresh_replaces_and_may_change_schema_keeping_keys(spark, hyper, database):
+    version = {"sql": "SELECT id, concat('n', id) AS name FROM range(3)"}
+
+    @asset(metadata={"primary_key": ["id"]})
+    def dim() -> DataFrame:
+        return spark.sql(version["sql"])
+
+    run([dim], database)
+    run([dim], database)
+    assert table_rows(hyper, database, '"Extract".dim') == [(0, "n0"), (1, "n1"), (2, "n2")]
+    version["sql"] = "SELECT id, concat('m', id) AS name, id * 2 AS twice FROM range(2)"
+    result = run([dim], database)
+    assert table_rows(hyper, database, '"Extract".dim') == [(0, "m0", 0), (1, "m1", 2)]
+    assert metadata(result, "dim")["dagster/row_count"] == 2
+    keys = query(
+        hyper,
+        database,
+        "SELECT con.contype, CAST(con.conkey AS TEXT) FROM pg_catalog.pg_constraint con "
+        "JOIN pg_catalog.pg_class cl ON cl.oid = con.conrelid WHERE cl.relname = 'dim'",
+    )
+    assert keys == [["p", "[1]"]]
+
+
+def test_failed_full_refresh_leaves_the_old_table(spark, hyper, database):
+    sql = {"v": "SELECT id FROM range(3)"}
+
+    @asset
+    def dim() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    run([dim], database)
+    sql["v"] = (
+        "SELECT CASE WHEN id = 5 THEN raise_error('upstream broke') ELSE id END AS id FROM range(9)"
+    )
+    with pytest.raises(Exception, match="upstream broke"):
+        materialize([dim], resources={"io_manager": io(database)})
+    assert table_rows(hyper, database, '"Extract".dim') == [(0,), (1,), (2,)]
+
+
+def test_null_in_a_not_null_column_is_a_clear_error(spark, hyper, database):
+    sql = {"v": "SELECT id FROM range(2)"}
+
+    @asset(metadata={"write_mode": "append"})
+    def strict() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    run([strict], database)
+    sql["v"] = "SELECT CAST(NULL AS BIGINT) AS id UNION ALL SELECT 7"
+    with pytest.raises(NullInNotNullColumnError, match=r"\['id'\] of Extract.strict"):
+        materialize([strict], resources={"io_manager": io(database)})
+    assert table_rows(hyper, database, '"Extract".strict') == [(0,), (1,)]
+
+
+def test_star_schema_keys_are_in_the_catalog(spark, hyper, database):
+    names = {"schema": "Sales Data"}
+    dim_name = 'Air "lines".ü'
+
+    @asset(metadata={**names, "table": dim_name, "primary_key": ["carrier id"]})
+    def airlines() -> DataFrame:
+        return spark.sql(
+            "SELECT * FROM VALUES ('AA', 'Ämerican'), ('B6', 'JetBlue') AS t(`carrier id`, name)"
+        )
+
+    @asset(
+        deps=[airlines],
+        metadata={**names, "foreign_keys": {"carrier": ["Sales Data", dim_name, "carrier id"]}},
+    )
+    def flights() -> DataFrame:
+        return spark.sql("SELECT * FROM VALUES (1, 'AA'), (2, 'ZZ') AS t(id, carrier)")
+
+    run([airlines, flights], database)
+    run([airlines, flights], database)
+    rows = query(
+        hyper,
+        database,
+        "SELECT cl.relname, con.contype, ref.relname FROM pg_catalog.pg_constraint con "
+        "JOIN pg_catalog.pg_class cl ON cl.oid = con.conrelid "
+        "LEFT JOIN pg_catalog.pg_class ref ON ref.oid = con.confrelid ORDER BY 1",
+    )
+    assert sorted(tuple(r) for r in rows) == [(dim_name, "p", None), ("flights", "f", dim_name)]
+    assert table_rows(hyper, database, '"Sales Data".flights') == [(1, "AA"), (2, "ZZ")]
+    assert table_rows(hyper, database, '"Sales Data"."Air ""lines"".ü"') == [
+        ("AA", "Ämerican"),
+        ("B6", "JetBlue"),
+    ]
+
+
+def test_foreign_key_to_a_missing_table_is_added_later(spark, hyper, database):
+    @asset(metadata={"foreign_keys": {"d": "Extract.dims.id"}})
+    def facts() -> DataFrame:
+        return spark.sql("SELECT 1 AS d")
+
+    @asset(metadata={"primary_key": ["id"]})
+    def dims() -> DataFrame:
+        return spark.sql("SELECT 1 AS id")
+
+    run([facts], database)
+    assert query(hyper, database, "SELECT COUNT(*) FROM pg_catalog.pg_constraint") == [[0]]
+    run([dims], database)
+    run([facts], database)
+    assert query(hyper, database, "SELECT contype FROM pg_catalog.pg_constraint ORDER BY 1") == [
+        ["f"],
+        ["p"],
+    ]
+
+
+def test_schema_change_on_append_names_the_columns(spark, hyper, database):
+    sql = {"v": "SELECT id, 'a' AS tag FROM range(2)"}
+
+    @asset(metadata={"write_mode": "append"})
+    def log() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    run([log], database)
+    run([log], database)
+    sql["v"] = "SELECT id, 1.5 AS tag, 'x' AS extra FROM range(2)"
+    with pytest.raises(SchemaMismatchError, match=r"'extra' is not in the stored table.*'tag' is"):
+        materialize([log], resources={"io_manager": io(database)})
+    assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".log') == [[4]]
+
+
+def test_upsert_updates_matching_rows_and_inserts_the_rest(spark, hyper, database):
+    rows = "(1, 'a', 'old'), (1, 'b', 'old'), (2, 'a', 'old')"
+    sql = {"v": f"SELECT * FROM VALUES {rows} AS t(k1, k2, v)"}
+
+    @asset(metadata={"write_mode": "upsert", "primary_key": ["k1", "k2"]})
+    def accounts() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    run([accounts], database)
+    sql["v"] = "SELECT * FROM VALUES (1, 'b', 'new'), (3, 'a', 'new') AS t(k1, k2, v)"
+    run([accounts], database)
+    assert table_rows(hyper, database, '"Extract".accounts', "1, 2") == [
+        (1, "a", "old"),
+        (1, "b", "new"),
+        (2, "a", "old"),
+        (3, "a", "new"),
+    ]
+
+
+def test_upsert_without_primary_key_is_a_clear_error(spark, database):
+    @asset(metadata={"write_mode": "upsert"})
+    def nokey() -> DataFrame:
+        return spark.sql("SELECT 1 AS x")
+
+    with pytest.raises(ConfigurationError, match="primary_key"):
+        materialize([nokey], resources={"io_manager": io(database)})
+
+
+def test_empty_frames_create_and_empty_the_table(spark, hyper, database):
+    sql = {"v": "SELECT id FROM range(3)"}
+
+    @asset
+    def maybe_empty() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    run([maybe_empty], database)
+    sql["v"] = "SELECT id FROM range(3) WHERE id < 0"
+    result = run([maybe_empty], database)
+    assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".maybe_empty') == [[0]]
+    assert metadata(result, "maybe_empty")["dagster/row_count"] == 0
+    other = database.parent / "fresh.hyper"
+    run([maybe_empty], other)
+    assert query(hyper, other, 'SELECT COUNT(*) FROM "Extract".maybe_empty') == [[0]]
+
+
+def test_load_dataframe_partitions_and_selected_columns(spark, hyper, database):
+    events = facts_asset(spark, FACT_SQL)
+    for day in ("2024-01-02", "2024-01-03", "2024-01-04"):
+        run([events], database, partition_key=day)
+    seen = {}
+
+    @asset(
+        partitions_def=DAYS,
+        ins={"events": AssetIn(key=["Extract", "events"], metadata={"columns": ["amount", "id"]})},
+        metadata={"partition_expr": "day"},
+    )
+    def totals(events: DataFrame) -> DataFrame:
+        seen["columns"] = events.columns
+        seen["rows"] = events.count()
+        return events.selectExpr("DATE'2024-01-03' AS day", "SUM(amount) AS total")
+
+    run([events, totals], database, partition_key="2024-01-03", selection=[totals])
+    assert seen == {"columns": ["amount", "id"], "rows": 10}
+    expected = sum(i * 1.5 for i in range(90) if i % 9 == 2)
+    assert query(hyper, database, 'SELECT total FROM "Extract".totals') == [[expected]]
+
+
+def test_arrow_tables_in_and_out(spark, hyper, database):
+    @asset
+    def small() -> pa.Table:
+        return pa.table({"name": ["ä", None, "c"], "n": pa.array([1, 2, None], pa.int64())})
+
+    @asset
+    def doubled(small: pa.Table) -> pa.Table:
+        return small.append_column("twice", pc.multiply(small["n"], 2))
+
+    run([small, doubled], database)
+    rows = query(
+        hyper, database, 'SELECT name, n, twice FROM "Extract".doubled ORDER BY n NULLS LAST'
+    )
+    assert rows == [["ä", 1, 2], [None, 2, 4], ["c", None, None]]
+
+
+def test_complex_types_are_refused_with_the_column_named(spark, hyper, database):
+    @asset
+    def nested() -> DataFrame:
+        return spark.sql("SELECT 1 AS id, array(1, 2) AS tags")
+
+    with pytest.raises(UnsupportedTypeError, match=r"'tags'.*array<int>.*Explode"):
+        materialize([nested], resources={"io_manager": io(database)})
+    assert not database.exists()
+
+
+def test_wide_decimal_needs_file_version_3(spark, hyper, database):
+    @asset
+    def money() -> DataFrame:
+        return spark.sql("SELECT CAST('12345678901234567890.1234' AS DECIMAL(38, 4)) AS amount")
+
+    with pytest.raises(UnsupportedTypeError, match=r"'amount'.*default_database_version=3"):
+        materialize([money], resources={"io_manager": io(database)})
+    run([money], database, io_kwargs={"default_database_version": 3})
+    assert query(hyper, database, 'SELECT amount FROM "Extract".money') == [
+        [Decimal("12345678901234567890.1234")]
+    ]
+
+
+def test_loading_a_missing_table_or_file_is_a_clear_error(spark, database):
+    @asset(key=["Extract", "ghost"])
+    def ghost() -> DataFrame:
+        return spark.sql("SELECT 1 AS x")
+
+    @asset(ins={"ghost": AssetIn(key=["Extract", "ghost"])})
+    def reader(ghost: DataFrame) -> DataFrame:
+        return ghost
+
+    with pytest.raises(TableNotFoundError, match="does not exist"):
+        materialize([ghost, reader], resources={"io_manager": io(database)}, selection=[reader])
+
+    @asset
+    def other() -> DataFrame:
+        return spark.sql("SELECT 1 AS x")
+
+    run([other], database)
+    with pytest.raises(TableNotFoundError, match=r"Extract.ghost is not in"):
+        materialize([ghost, reader], resources={"io_manager": io(database)}, selection=[reader])
