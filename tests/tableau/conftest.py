@@ -73,6 +73,7 @@ def hyper_files(hyper: SharedHyper) -> HyperFiles:
 
 
 TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"
+RAW_TOKEN = ("raw", "raw-secret")  # a second token, so an httpx session and TSC coexist
 
 
 @pytest.fixture
@@ -81,7 +82,10 @@ def emulator(tmp_path: Path, hyper: SharedHyper) -> Iterator[Emulator]:
     data_dir = tmp_path / "server"
     data_dir.mkdir()
     with Emulator(
-        data_dir, tokens={TOKEN_NAME: TOKEN_SECRET}, hyper=hyper, max_payload_bytes=2**20
+        data_dir,
+        tokens={TOKEN_NAME: TOKEN_SECRET, RAW_TOKEN[0]: RAW_TOKEN[1]},
+        hyper=hyper,
+        max_payload_bytes=2**20,
     ) as running:
         yield running
 
