@@ -105,12 +105,11 @@ class DatasourceStore:
                 f"A data source named {name!r} already exists in project {PROJECT_NAME!r}; "
                 "publish with overwrite=true to replace it.",
             )
-        lock = self._locks.setdefault(existing[0].id, threading.Lock()) if existing else None
-        if lock is None:
-            os.replace(staged, path)
-        else:
-            with lock:
+        if existing:
+            with self.lock(existing[0]):
                 os.replace(staged, path)
+        else:
+            os.replace(staged, path)
         with self._guard:
             return self._register(name, path)
 
