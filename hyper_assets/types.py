@@ -274,9 +274,10 @@ def restore_spark_types(df, columns: list[Column]):
             continue
         ref = F.col(f"`{c.name.replace('`', '``')}`")
         if c.spark_type.startswith("interval year"):
-            value = F.make_ym_interval(F.lit(0), ref)
+            value = F.make_ym_interval(months=ref)
         elif c.spark_type.startswith("interval"):
-            value = F.make_dt_interval(seconds=ref / F.lit(1_000_000))
+            seconds = (ref.cast("decimal(38, 0)") / F.lit(1_000_000)).cast("decimal(18, 6)")
+            value = F.make_dt_interval(secs=seconds)
         else:
             value = ref
         casts[c.name] = value.cast(c.spark_type)

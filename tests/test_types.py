@@ -1,0 +1,159 @@
+"""Every Spark atomic type through a .hyper file and back, with NULLs and extremes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dagster import AssetIn, asset, materialize
+from helpers import query
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from tableauhyperapi import SqlType
+
+from hyper_assets import HyperIOManager, HyperResource, UnsupportedTypeError
+from hyper_assets.types import columns_from_arrow, columns_from_spark
+
+ROWS_SQL = """
+SELECT * FROM VALUES
+  (CAST(-128 AS TINYINT), CAST(-32768 AS SMALLINT), -2147483648, -9223372036854775808L,
+   CAST(1.5 AS FLOAT), CAST(-1.7976931348623157E308 AS DOUBLE),
+   CAST('-99999999999999999999999999999999.999999' AS DECIMAL(38, 6)),
+   CAST('-9999999999999999.99' AS DECIMAL(18, 2)),
+   'Grüße, 東京 🚀', X'00FF', true, DATE'0001-01-01',
+   TIMESTAMP'0001-01-03 00:00:00', TIMESTAMP_NTZ'0001-01-01 00:00:00',
+   INTERVAL '1 02:03:04.5' DAY TO SECOND, INTERVAL '1-2' YEAR TO MONTH, 'x'),
+  (CAST(127 AS TINYINT), CAST(32767 AS SMALLINT), 2147483647, 9223372036854775807L,
+   CAST(-0.25 AS FLOAT), CAST(4.9E-324 AS DOUBLE),
+   CAST('99999999999999999999999999999999.999999' AS DECIMAL(38, 6)),
+   CAST('9999999999999999.99' AS DECIMAL(18, 2)),
+   '', X'', false, DATE'9999-12-31',
+   TIMESTAMP'2024-03-10 02:30:00', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999',
+   INTERVAL '-3 00:00:00' DAY TO SECOND, INTERVAL '-0-7' YEAR TO MONTH, 'yz'),
+  (NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+   NULL, NULL, NULL)
+AS t(b, s, i, l, f, d, dec38, dec18, str, bin, bo, dt, ts, ts_ntz, dti, ymi, vc)
+"""
+
+
+def as_text(df: DataFrame) -> list[tuple]:
+    """Rows as Spark shows them (PySpark cannot collect every type, e.g. year-month intervals)."""
+    from pyspark.sql import functions as F
+
+    shown = [
+        F.hex(c).alias(c) if t == "binary" else F.col(c).cast("string").alias(c)
+        for c, t in df.dtypes
+        if c not in ("nothing", "vc", "ch")
+    ]
+    return [tuple(r) for r in df.orderBy("row").select(*shown).collect()]
+
+
+def test_every_type_round_trips_with_wall_clock_timestamps(spark, hyper, tmp_path: Path):
+    from pyspark.sql import functions as F
+
+    source = (
+        spark.sql(ROWS_SQL)
+        .withColumn("row", F.monotonically_increasing_id())
+        .withColumn("nothing", F.lit(None))
+        .withColumn("vc", F.col("vc").cast("varchar(5)"))
+        .withColumn("ch", F.col("vc").cast("char(3)"))
+        .coalesce(1)
+    )
+    seen = {}
+
+    @asset
+    def typed() -> DataFrame:
+        return source
+
+    @asset(ins={"typed": AssetIn()})
+    def back(typed: DataFrame) -> None:
+        seen["schema"] = typed.schema
+        seen["rows"] = as_text(typed)
+
+    database = tmp_path / "types.hyper"
+    io = HyperIOManager(
+        database=str(database),
+        hyper=HyperResource(default_database_version=3, log_dir=str(tmp_path)),
+    )
+    assert materialize([typed, back], resources={"io_manager": io}).success
+
+    expected = as_text(source.drop("nothing", "vc", "ch"))
+    assert seen["rows"] == expected
+    by_name = {f.name: f.dataType.simpleString() for f in seen["schema"].fields}
+    for field in source.schema.fields:
+        if field.name not in ("vc", "ch", "nothing"):
+            assert by_name[field.name] == field.dataType.simpleString(), field.name
+
+    # Hyper holds the wall clock the user saw in Spark (session time zone: New York).
+    shown = source.orderBy("row").select(F.date_format("ts", "yyyy-MM-dd HH:mm:ss")).collect()
+    stored = query(hyper, database, 'SELECT CAST(ts AS TEXT) FROM "Extract".typed ORDER BY "row"')
+    assert [s[0] for s in stored] == [r[0] for r in shown]
+    assert shown[1][0] == "2024-03-10 03:30:00"
+    assert query(
+        hyper, database, 'SELECT CAST(ts_ntz AS TEXT) FROM "Extract".typed ORDER BY "row"'
+    )[1] == ["9999-12-31 23:59:59.999999"]
+
+
+def test_spark_mapping_table():
+    schema = T.StructType(
+        [
+            T.StructField("b", T.ByteType()),
+            T.StructField("l", T.LongType(), nullable=False),
+            T.StructField("f", T.FloatType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("ntz", T.TimestampNTZType()),
+            T.StructField("dec", T.DecimalType(18, 3)),
+        ]
+    )
+    cols = columns_from_spark(schema, "Extract.t", version=2)
+    assert [(c.name, c.sql, c.nullable, c.spark_type) for c in cols] == [
+        ("b", "SMALLINT", True, "tinyint"),
+        ("l", "BIGINT", False, None),
+        ("f", "DOUBLE PRECISION", True, "float"),
+        ("ts", "TIMESTAMP", True, "timestamp"),
+        ("ntz", "TIMESTAMP", True, None),
+        ("dec", "NUMERIC(18, 3)", True, None),
+    ]
+    assert (
+        columns_from_spark(T.StructType([T.StructField("f", T.FloatType())]), "t", version=4)[
+            0
+        ].sql_type
+        == SqlType.float()
+    )
+
+
+@pytest.mark.parametrize(
+    ("data_type", "fix"),
+    [
+        (T.ArrayType(T.IntegerType()), "Explode"),
+        (T.MapType(T.StringType(), T.IntegerType()), "to_json"),
+        (T.StructType([T.StructField("a", T.IntegerType())]), "separate columns"),
+        (T.DecimalType(38, 2), "default_database_version=3"),
+        (T.CalendarIntervalType(), "Cast it"),
+    ],
+)
+def test_unsupported_spark_types_name_column_type_and_fix(data_type, fix):
+    schema = T.StructType([T.StructField("bad col", data_type)])
+    with pytest.raises(UnsupportedTypeError) as info:
+        columns_from_spark(schema, "Extract.facts", version=2)
+    message = str(info.value)
+    assert "'bad col'" in message and "Extract.facts" in message
+    assert data_type.simpleString() in message and fix in message
+
+
+def test_arrow_mapping_table():
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [
+            ("i", pa.int32()),
+            ("ts", pa.timestamp("us")),
+            ("tz", pa.timestamp("us", tz="Europe/Berlin")),
+            ("s", pa.large_string()),
+            ("d", pa.dictionary(pa.int8(), pa.string())),
+        ]
+    )
+    cols = columns_from_arrow(schema, "t", version=2)
+    assert [c.sql for c in cols] == ["INTEGER", "TIMESTAMP", "TIMESTAMPTZ", "TEXT", "TEXT"]
+    with pytest.raises(UnsupportedTypeError, match="'l'"):
+        columns_from_arrow(pa.schema([("l", pa.list_(pa.int8()))]), "t", version=2)
