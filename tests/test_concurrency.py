@@ -1,0 +1,124 @@
+"""Several processes writing one file, and kill -9 in the middle of a large load."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock, Timeout
+from helpers import query
+
+HERE = Path(__file__).parent
+
+
+@pytest.mark.slow
+def test_four_assets_in_four_processes_write_one_file(hyper, tmp_path):
+    database = tmp_path / "shared.hyper"
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    # The CLI with the default executor (one process per step): no pools, no settings.
+    completed = subprocess.run(
+        [
+            Path(sys.executable).parent / "dagster",
+            "job",
+            "execute",
+            "-f",
+            str(HERE / "writer_job.py"),
+            "-j",
+            "four_tables",
+        ],
+        env={**os.environ, "HYPER_TEST_DB": str(database), "DAGSTER_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    step_pids = {
+        line.split(" - ")[5] for line in completed.stderr.splitlines() if "STEP_START" in line
+    }
+    assert len(step_pids) == 4
+    for name in ("alpha", "beta", "gamma", "delta"):
+        assert query(hyper, database, f'SELECT COUNT(*), MIN(source) FROM "Extract".{name}') == [
+            [1000, name]
+        ]
+
+
+def _writer(database: Path, label: str, rows: int, staging: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "HYPER_TEST_DB": str(database),
+        "HYPER_TEST_LABEL": label,
+        "HYPER_TEST_ROWS": str(rows),
+        "TMPDIR": str(staging),
+        "PYTHONPATH": str(HERE),
+    }
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "writer_job.py"), "2024-01-02"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _lock_held(database: Path) -> bool:
+    lock = FileLock(f"{database}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
+def _kill(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _labels(hyper, database: Path) -> list[list]:
+    return query(
+        hyper,
+        database,
+        'SELECT label, COUNT(*), COUNT(DISTINCT id) FROM "Extract".big GROUP BY label',
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["spark", "hyper+0.0", "hyper+0.3", "hyper+0.8", "hyper+1.5"])
+def test_kill_9_leaves_the_previous_committed_state(hyper, tmp_path, moment):
+    rows = 1_500_000
+    database = tmp_path / "big.hyper"
+    staging = tmp_path / "tmp"
+    staging.mkdir()
+    first = _writer(database, "old", rows, staging)
+    assert first.communicate(timeout=300)[0].strip().endswith(b"DONE")
+    assert _labels(hyper, database) == [["old", rows, rows]]
+
+    second = _writer(database, "new", rows, staging)
+    deadline = time.monotonic() + 240
+    if moment == "spark":
+        while not list(staging.rglob("*.parquet")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    else:
+        while not _lock_held(database) and second.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(float(moment.split("+")[1]))
+    finished = second.poll() is not None
+    _kill(second)
+
+    # Nothing partial, nothing doubled: exactly the old rows, or (if it finished) the new.
+    labels = _labels(hyper, database)
+    assert labels in ([["old", rows, rows]], [["new", rows, rows]])
+    if not finished and moment == "spark":
+        assert labels == [["old", rows, rows]]
+    # The next writer is not blocked by anything the killed one left behind.
+    third = _writer(database, "third", 1000, staging)
+    assert third.communicate(timeout=300)[0].strip().endswith(b"DONE")
+    assert _labels(hyper, database) == [["third", 1000, 1000]]
