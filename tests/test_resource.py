@@ -1,0 +1,98 @@
+"""HyperResource: process settings, and connections that wait for other holders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tableauhyperapi import Connection, CreateMode, HyperProcess, Telemetry
+
+from hyper_assets import DatabaseLockedError, HyperResource, TableNotFoundError
+from hyper_assets.process import default_log_dir
+
+
+def test_logs_go_to_log_dir_and_parameters_pass_through(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    logs = tmp_path / "logs"
+    resource = HyperResource(
+        log_dir=str(logs), default_database_version=3, parameters={"log_file_max_count": "2"}
+    )
+    try:
+        with resource.connect(tmp_path / "v3.hyper") as connection:
+            connection.execute_command("CREATE TABLE t (n NUMERIC(38, 2))")
+        assert any(p.name.startswith("hyperd") for p in logs.iterdir())
+        assert not list(tmp_path.glob("hyperd*.log"))
+    finally:
+        resource.close()
+    assert resource.shared._process is None
+
+
+def test_default_log_dir_is_not_the_working_directory(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert default_log_dir() != Path.cwd()
+    resource = HyperResource()
+    try:
+        with resource.connect(tmp_path / "a.hyper"):
+            pass
+        assert not list(tmp_path.glob("hyperd*.log"))
+        assert any(default_log_dir().glob("hyperd*.log"))
+    finally:
+        resource.close()
+
+
+@pytest.mark.parametrize("opt_in", [False, True])
+def test_usage_data_is_sent_only_after_opting_in(tmp_path: Path, opt_in: bool):
+    import psutil
+
+    resource = HyperResource(log_dir=str(tmp_path), send_usage_data=opt_in)
+    try:
+        with resource.connect(tmp_path / "t.hyper"):
+            (hyperd,) = [
+                p for p in psutil.Process().children(recursive=True) if "hyperd" in p.name()
+            ]
+            flags = [a for a in hyperd.cmdline() if a.startswith("--telemetry-opt-in")]
+        assert bool(flags) is opt_in
+    finally:
+        resource.close()
+
+
+def test_unknown_process_parameter_fails_at_start(tmp_path: Path):
+    resource = HyperResource(log_dir=str(tmp_path), parameters={"no_such_setting": "1"})
+    with pytest.raises(Exception, match="no_such_setting"), resource.connect(tmp_path / "x.hyper"):
+        pass
+
+
+def test_a_file_held_by_another_program_times_out_with_a_clear_error(tmp_path: Path):
+    database = tmp_path / "held.hyper"
+    with (
+        HyperProcess(
+            Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU, parameters={"log_dir": str(tmp_path)}
+        ) as other,
+        Connection(other.endpoint, str(database), CreateMode.CREATE) as holder,
+    ):
+        holder.execute_command("CREATE TABLE kept (x INT)")
+        holder.execute_command("INSERT INTO kept VALUES (1)")
+        resource = HyperResource(log_dir=str(tmp_path), lock_timeout_seconds=1.0)
+        with (
+            pytest.raises(DatabaseLockedError, match=r"held\.hyper stayed locked"),
+            resource.connect(database),
+        ):
+            pass
+        resource.close()
+    with (
+        HyperProcess(
+            Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU, parameters={"log_dir": str(tmp_path)}
+        ) as again,
+        Connection(again.endpoint, str(database)) as reader,
+    ):
+        assert reader.execute_list_query("SELECT * FROM kept") == [[1]]
+
+
+def test_loading_from_a_missing_file_is_a_clear_error(tmp_path: Path):
+    resource = HyperResource(log_dir=str(tmp_path))
+    with (
+        pytest.raises(TableNotFoundError, match="does not exist"),
+        resource.connect(tmp_path / "nowhere.hyper", create=False),
+    ):
+        pass
+    assert not (tmp_path / "nowhere.hyper").exists()
