@@ -38,6 +38,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+demo: $(STAMP)
+	$(BIN)/python examples/quickstart.py
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py
 
