@@ -122,3 +122,27 @@ def test_kill_9_leaves_the_previous_committed_state(hyper, tmp_path, moment):
     third = _writer(database, "third", 1000, staging)
     assert third.communicate(timeout=300)[0].strip().endswith(b"DONE")
     assert _labels(hyper, database) == [["third", 1000, 1000]]
+
+
+@pytest.mark.slow
+def test_spark_connect_write_partition_replace_and_load(hyper, tmp_path):
+    database = tmp_path / "connect.hyper"
+    completed = subprocess.run(
+        [sys.executable, str(HERE / "connect_job.py"), str(database)],
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert '{"frames": ["pyspark.sql.connect.dataframe"]}' in completed.stdout
+    assert query(
+        hyper,
+        database,
+        'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract".readings GROUP BY 1 ORDER BY 1',
+    ) == [["2024-01-01", 100], ["2024-01-02", 100]]
+    assert query(
+        hyper,
+        database,
+        'SELECT CAST(day AS TEXT), CAST(last_at AS TEXT) FROM "Extract".summary ORDER BY 1',
+    ) == [["2024-01-01", "2024-01-01 08:30:00"], ["2024-01-02", "2024-01-02 08:30:00"]]
