@@ -86,3 +86,62 @@ class RestApiError(HyperAssetsError):
         self.code = code
         self.summary = summary
         self.detail = detail
+
+
+# --- The Tableau REST client -----------------------------------------------------------
+
+
+class TableauRequestError(RestApiError):
+    """A Tableau REST call failed: Tableau's code, summary and detail, and what to do."""
+
+    def __init__(
+        self, status: int, code: str, summary: str, detail: str, *, call: str, hint: str = ""
+    ):
+        super().__init__(status, code, summary, detail)
+        self.call = call
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = f"Tableau {self.call}: {super().__str__()}"
+        return f"{text} {self.hint}" if self.hint else text
+
+
+class TableauSignInError(TableauRequestError):
+    """Tableau refused the personal access token, or a session signed in with it (401)."""
+
+
+class DataSourceExistsError(TableauRequestError):
+    """A publish without overwrite found a data source of that name in the project (403007)."""
+
+
+class PayloadTooLargeError(TableauRequestError):
+    """An update payload above the server's size limit (413)."""
+
+
+class TableauConnectionError(HyperAssetsError):
+    """No answer from Tableau after every retry allowed (network, TLS, timeouts).
+
+    `maybe_applied` is True when the request was sent and may have taken effect.
+    """
+
+    def __init__(self, message: str, *, maybe_applied: bool):
+        super().__init__(message)
+        self.maybe_applied = maybe_applied
+
+
+class TableauJobError(HyperAssetsError):
+    """A Tableau job failed; `notes` holds what Tableau said about it."""
+
+    def __init__(self, message: str, *, job_id: str, finish_code: int | None, notes: str | None):
+        super().__init__(message)
+        self.job_id = job_id
+        self.finish_code = finish_code
+        self.notes = notes
+
+
+class TableauJobCancelledError(TableauJobError):
+    """A Tableau job was cancelled (finishCode 2)."""
+
+
+class TableauJobTimeoutError(TableauJobError):
+    """A Tableau job did not complete within the time allowed; it may still be running."""

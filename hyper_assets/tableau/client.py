@@ -1,0 +1,570 @@
+"""`TableauServerResource` and `TableauClient`: Tableau's REST API over httpx.
+
+    tableau = TableauServerResource(
+        server_url="https://tableau.example.com", site="sales",
+        token_name="ci", token_secret=dagster.EnvVar("TABLEAU_TOKEN_SECRET"),
+    )
+    with tableau.client() as client:
+        project = client.project("Finance")
+        source = client.publish_file("sales.hyper", "Sales", project.id, overwrite=True)
+        job = client.update_data(source.id, actions, payload="changes.hyper", request_id=rid)
+        client.wait_for_job(job.id)
+
+Three layers, bottom up: `_Transport` sends one request and retries it as `RetryPolicy`
+allows; `TableauClient._call` adds the session (lazy sign-in, one fresh sign-in on 401)
+and turns Tableau's errors into `TableauRequestError`s that say what to do; the endpoint
+methods return small dataclasses. Replies are JSON (`Accept: application/json`).
+
+What is retried depends on whether repeating the request is safe:
+
+- every request: connection errors before it was sent, 429 and 503 (the server refused it);
+- requests safe to repeat, also errors after sending and other 5xx: GETs, signing in,
+  starting an upload (a repeat leaves an unused session behind) and the data PATCH (the
+  server runs a `RequestID` once and answers a repeat with the original job);
+- an upload chunk is appended, so it is not repeated after an unclear failure: the upload
+  starts over in a new session. A publish POST is not repeated either: its error says it
+  may have been applied (`maybe_applied`) and to publish again with `overwrite=True`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+from xml.sax.saxutils import quoteattr
+
+import httpx
+from dagster import ConfigurableResource, EnvVar
+from pydantic import Field
+
+from hyper_assets.errors import (
+    ConfigurationError,
+    DataSourceExistsError,
+    PayloadTooLargeError,
+    TableauConnectionError,
+    TableauJobCancelledError,
+    TableauJobError,
+    TableauJobTimeoutError,
+    TableauRequestError,
+    TableauSignInError,
+)
+from hyper_assets.tableau.actions import Action, batch_to_json
+
+log = logging.getLogger(__name__)
+
+MEGABYTE = 1024 * 1024
+BOOTSTRAP_VERSION = "2.4"  # every server answers serverinfo here; TSC asks here too
+UPDATE_MIN_VERSION = (3, 12)  # PATCH .../data appeared in REST API 3.12 (Tableau 2021.2)
+SUCCESS_CODES = (0, 3)  # finishCode 3 means "completed": a success too
+CANCELLED = 2
+OCTETS = "application/octet-stream"
+UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+UploadProgress = Callable[[int, int], None]  # (bytes uploaded, file size)
+
+
+@dataclass(frozen=True)
+class Project:
+    id: str
+    name: str
+    parent_id: str | None
+
+
+@dataclass(frozen=True)
+class DataSource:
+    id: str
+    name: str
+    project_id: str
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    finish_code: int | None  # None until the job completes
+    progress: int
+    notes: str | None
+    completed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter, bounded in retries and in total seconds."""
+
+    max_retries: int = 5
+    initial_delay: float = 0.5
+    max_delay: float = 30.0
+    max_total: float = 300.0
+
+    def delay(self, retry: int, retry_after: float | None) -> float:
+        """Seconds before retry number `retry` (from 0); the server's Retry-After wins."""
+        if retry_after is not None:
+            return retry_after
+        ceiling = min(self.max_delay, self.initial_delay * 2**retry)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+class TableauServerResource(ConfigurableResource):
+    """Where Tableau is and how to talk to it; `client()` opens a `TableauClient`."""
+
+    server_url: str = Field(description="Base URL, e.g. https://tableau.example.com.")
+    site: str = Field(default="", description='Site content URL; "" is the default site.')
+    token_name: str = Field(description="Personal access token name.")
+    token_secret: str = Field(repr=False, description="Token secret: pass dagster.EnvVar(..).")
+    api_version: str | None = Field(default=None, description="Default: the server's.")
+    verify_tls: bool = Field(default=True, description="Verify the server's certificate.")
+    connect_timeout_seconds: float = 10.0
+    timeout_seconds: float = Field(default=300.0, description="Read/write timeout per request.")
+    upload_chunk_bytes: int = 50 * MEGABYTE
+    max_retries: int = Field(default=5, description="Retries per request (0: none).")
+    retry_initial_delay_seconds: float = 0.5
+    retry_max_delay_seconds: float = 30.0
+    retry_max_total_seconds: float = Field(default=300.0, description="Retry budget per request.")
+    job_poll_initial_seconds: float = 0.5
+    job_poll_max_seconds: float = 30.0
+    job_timeout_seconds: float = 3600.0
+
+    def client(self) -> TableauClient:
+        """A new client; use it as a context manager so it signs out and closes."""
+        return TableauClient(self)
+
+
+class _Transport:
+    """Sends one HTTP request and retries it while that is safe (see the module docstring)."""
+
+    def __init__(self, http: httpx.Client, policy: RetryPolicy) -> None:
+        self.http = http
+        self.policy = policy
+
+    def send(self, method: str, url: str, *, repeatable: bool, **kwargs: Any) -> httpx.Response:
+        started, retry = time.monotonic(), 0
+        while True:
+            try:
+                response = self.http.request(method, url, **kwargs)
+            except httpx.TransportError as err:
+                unsent = isinstance(err, UNSENT)
+                what = f"{method} {url} failed: {err!r}"
+                if not (unsent or repeatable) or not self._wait(retry, started, None, what):
+                    advice = (
+                        "Check server_url, the network and the TLS settings."
+                        if unsent
+                        else "It was sent and may have been applied, so it was not repeated."
+                    )
+                    raise TableauConnectionError(
+                        f"Tableau {what} ({retry + 1} attempts). {advice}", maybe_applied=not unsent
+                    ) from err
+            else:
+                status = response.status_code
+                retryable = status in (429, 503) or (repeatable and status >= 500)
+                what = f"{method} {url} answered {status}"
+                if not retryable or not self._wait(retry, started, _retry_after(response), what):
+                    return response
+            retry += 1
+
+    def _wait(self, retry: int, started: float, retry_after: float | None, what: str) -> bool:
+        """Sleep before the next retry; False when the policy allows no more."""
+        delay = self.policy.delay(retry, retry_after)
+        elapsed = time.monotonic() - started
+        if retry >= self.policy.max_retries or elapsed + delay > self.policy.max_total:
+            return False
+        log.warning("Tableau %s; retry %d in %.2f s", what, retry + 1, delay)
+        time.sleep(delay)
+        return True
+
+
+class TableauClient:
+    """One conversation with a Tableau site: signs in on first use, signs out on close.
+
+    Not thread-safe: open one per op (or thread).
+    """
+
+    def __init__(self, config: TableauServerResource) -> None:
+        self._config = config
+        http = httpx.Client(
+            base_url=config.server_url,
+            verify=config.verify_tls,
+            timeout=httpx.Timeout(config.timeout_seconds, connect=config.connect_timeout_seconds),
+            headers={"Accept": "application/json"},
+        )
+        policy = RetryPolicy(
+            config.max_retries,
+            config.retry_initial_delay_seconds,
+            config.retry_max_delay_seconds,
+            config.retry_max_total_seconds,
+        )
+        self._transport = _Transport(http, policy)
+        self._version = config.api_version
+        self._token: str | None = None
+        self._site_id = ""
+
+    # --- session -----------------------------------------------------------------------------
+
+    @property
+    def api_version(self) -> str:
+        """The configured REST API version, else the server's (asked once, no sign-in)."""
+        if self._version is None:
+            url = f"/api/{BOOTSTRAP_VERSION}/serverinfo"
+            response = self._transport.send("GET", url, repeatable=True)
+            self._version = _body(response, "server info")["serverInfo"]["restApiVersion"]
+            log.info("Tableau REST API version %s", self._version)
+        return self._version
+
+    def sign_in(self) -> None:
+        """Sign in with the personal access token (done on first use, and again on 401)."""
+        config = self._config
+        credentials = {
+            "personalAccessTokenName": config.token_name,
+            "personalAccessTokenSecret": _plain(config.token_secret),
+            "site": {"contentUrl": config.site},
+        }
+        url = f"/api/{self.api_version}/auth/signin"
+        response = self._transport.send(
+            "POST", url, repeatable=True, json={"credentials": credentials}
+        )
+        reply = _body(response, f"sign-in to site {config.site!r} as token {config.token_name!r}")
+        self._token = reply["credentials"]["token"]
+        self._site_id = reply["credentials"]["site"]["id"]
+        log.info("Signed in to Tableau site %r with token %r", config.site, config.token_name)
+
+    def close(self) -> None:
+        """Sign out (if signed in) and close the connections."""
+        if self._token is not None:
+            url = f"/api/{self.api_version}/auth/signout"
+            headers, self._token = {"X-Tableau-Auth": self._token}, None
+            try:
+                self._transport.send("POST", url, repeatable=False, headers=headers)
+            except TableauConnectionError as err:
+                log.info("Tableau sign-out failed (the session will expire): %s", err)
+        self._transport.http.close()
+
+    def __enter__(self) -> TableauClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _call(
+        self,
+        method: str,
+        call: str,
+        segments: Sequence[str],
+        *,
+        repeatable: bool = True,
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A request under the site, signed in (again, once, on 401); its JSON reply."""
+
+        def send() -> httpx.Response:
+            if self._token is None:
+                self.sign_in()
+            path = "/".join(quote(s, safe=":") for s in ("sites", self._site_id, *segments))
+            url = f"/api/{self.api_version}/{path}"
+            auth = {"X-Tableau-Auth": self._token or "", **(headers or {})}
+            return self._transport.send(method, url, repeatable=repeatable, headers=auth, **kwargs)
+
+        response = send()
+        if response.status_code == 401:
+            log.info("Tableau session expired or was ended; signing in again")
+            self._token = None
+            response = send()
+        return _body(response, call)
+
+    def _named(self, call: str, segment: str, name: str) -> Iterator[dict[str, Any]]:
+        """Every item of a list endpoint named `name`, page by page."""
+        # Tableau separates filter expressions with commas, so such a name cannot be a filter.
+        query = {} if "," in name else {"filter": f"name:eq:{name}"}
+        number = 1
+        while True:
+            params = {**query, "pageSize": 100, "pageNumber": number}
+            reply = self._call("GET", call, [segment], params=params)
+            items = (reply.get(segment) or {}).get(segment.removesuffix("s"), [])
+            yield from (item for item in items if item["name"] == name)
+            page = reply["pagination"]
+            if number * int(page["pageSize"]) >= int(page["totalAvailable"]):
+                return
+            number += 1
+
+    # --- projects and data sources -------------------------------------------------------------
+
+    def project(self, name: str) -> Project:
+        """The project named `name`; `ConfigurationError` when there is none, or several."""
+        found = [
+            Project(p["id"], p["name"], p.get("parentProjectId") or None)
+            for p in self._named(f"lookup of project {name!r}", "projects", name)
+        ]
+        if len(found) != 1:
+            raise ConfigurationError(
+                f"Tableau site {self._config.site!r} has {len(found)} projects named {name!r} "
+                f"{found}; name a project that exists once and the token's user can see."
+            )
+        return found[0]
+
+    def find_datasource(self, name: str, project_id: str) -> DataSource | None:
+        """The data source named `name` in the project, or None."""
+        for item in self._named(f"lookup of data source {name!r}", "datasources", name):
+            if item["project"]["id"] == project_id:
+                return _datasource(item)
+        return None
+
+    def publish_file(
+        self,
+        path: str | Path,
+        name: str,
+        project_id: str,
+        *,
+        overwrite: bool = False,
+        on_progress: UploadProgress | None = None,
+    ) -> DataSource:
+        """Publish a whole `.hyper` file as data source `name`, uploaded in chunks.
+
+        Without `overwrite`, an existing `name` raises `DataSourceExistsError`.
+        """
+        session_id = self.upload_file(path, on_progress)
+        request = (
+            f"<tsRequest><datasource name={quoteattr(name)}>"
+            f"<project id={quoteattr(project_id)}/></datasource></tsRequest>"
+        )
+        mode = "true" if overwrite else "false"
+        params = {"uploadSessionId": session_id, "datasourceType": "hyper", "overwrite": mode}
+        parts = [("request_payload", "text/xml", request.encode())]
+        try:
+            reply = self._call(
+                "POST",
+                f"publish of {name!r}",
+                ["datasources"],
+                repeatable=False,
+                params=params,
+                **_multipart(parts),
+            )
+        except TableauConnectionError as err:
+            if not err.maybe_applied:
+                raise
+            raise TableauConnectionError(
+                f"{err} Look it up with find_datasource(), or publish again with overwrite=True.",
+                maybe_applied=True,
+            ) from err
+        source = _datasource(reply["datasource"])
+        log.info("Published %s as data source %r (%s)", Path(path).name, name, source.id)
+        return source
+
+    # --- uploads, data updates and jobs -------------------------------------------------------
+
+    def upload_file(self, path: str | Path, on_progress: UploadProgress | None = None) -> str:
+        """Upload a file in chunks, read from disk one at a time; its upload session id.
+
+        A chunk sent without a clear answer is not sent again (it could be appended twice):
+        the upload starts over in a new session, at most `max_retries` times.
+        """
+        path, restarts = Path(path), 0
+        while True:
+            reply = self._call("POST", "start of an upload", ["fileUploads"])
+            session_id: str = reply["fileUpload"]["uploadSessionId"]
+            try:
+                self._append_chunks(session_id, path, on_progress)
+            except (TableauConnectionError, TableauRequestError) as err:
+                if restarts >= self._config.max_retries or not _maybe_applied(err):
+                    raise
+                restarts += 1
+                log.warning("Upload of %s failed mid-chunk (%s); starting over", path.name, err)
+            else:
+                return session_id
+
+    def _append_chunks(
+        self, session_id: str, path: Path, on_progress: UploadProgress | None
+    ) -> None:
+        done, total = 0, path.stat().st_size
+        with path.open("rb") as file:
+            while chunk := file.read(self._config.upload_chunk_bytes):
+                parts = [("request_payload", "text/xml", b""), ("tableau_file", OCTETS, chunk)]
+                segments = ["fileUploads", session_id]
+                self._call(
+                    "PUT", f"upload of {path.name}", segments, repeatable=False, **_multipart(parts)
+                )
+                done += len(chunk)
+                log.debug("Uploaded %d of %d bytes of %s", done, total, path.name)
+                if on_progress is not None:
+                    on_progress(done, total)
+
+    def update_data(
+        self,
+        datasource_id: str,
+        actions: Sequence[Action],
+        *,
+        request_id: str,
+        payload: str | Path | None = None,
+        on_progress: UploadProgress | None = None,
+    ) -> Job:
+        """Upload `payload` (if any) and send the action batch; the queued job.
+
+        Tableau runs one `request_id` once within 24 hours and answers a repeat with the
+        original job, which makes a retry safe; a failed batch needs a new `request_id`.
+        """
+        if tuple(int(part) for part in self.api_version.split(".")) < UPDATE_MIN_VERSION:
+            raise ConfigurationError(
+                f"Tableau REST API {self.api_version} cannot update data (it needs 3.12, "
+                "Tableau 2021.2): upgrade the server, or publish the whole file instead."
+            )
+        params = {}
+        if payload is not None:
+            params["uploadSessionId"] = self.upload_file(payload, on_progress)
+        reply = self._call(
+            "PATCH",
+            f"data update of {datasource_id} (RequestID {request_id})",
+            ["datasources", datasource_id, "data"],
+            params=params,
+            json=batch_to_json(actions),
+            headers={"RequestID": request_id},
+        )
+        return _job(reply["job"])
+
+    def get_job(self, job_id: str) -> Job:
+        return _job(self._call("GET", f"lookup of job {job_id}", ["jobs", job_id])["job"])
+
+    def cancel_job(self, job_id: str) -> None:
+        """Cancel a job that has not started yet."""
+        self._call("PUT", f"cancel of job {job_id}", ["jobs", job_id], repeatable=False)
+
+    def wait_for_job(self, job_id: str, *, on_progress: Callable[[Job], None] | None = None) -> Job:
+        """Poll until the job completes; it if it succeeded, else raise with its notes."""
+        config = self._config
+        deadline = time.monotonic() + config.job_timeout_seconds
+        delay = config.job_poll_initial_seconds
+        while True:
+            job = self.get_job(job_id)
+            if on_progress is not None:
+                on_progress(job)
+            if job.completed_at is not None:
+                break
+            if time.monotonic() + delay > deadline:
+                raise TableauJobTimeoutError(
+                    f"Tableau job {job_id} is still running after {config.job_timeout_seconds:g}"
+                    " s: wait for it again, or raise job_timeout_seconds.",
+                    job_id=job_id,
+                    finish_code=None,
+                    notes=job.notes,
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, config.job_poll_max_seconds)
+        if job.finish_code in SUCCESS_CODES:
+            return job
+        cancelled = job.finish_code == CANCELLED
+        outcome = "was cancelled" if cancelled else f"failed (finishCode {job.finish_code})"
+        raise (TableauJobCancelledError if cancelled else TableauJobError)(
+            f"Tableau job {job_id} {outcome}: {job.notes or 'Tableau gave no notes'}. An update "
+            "batch is atomic, so the data source is unchanged: fix what the notes name and send "
+            "the batch again with a new RequestID (the same one returns this job for 24 hours).",
+            job_id=job_id,
+            finish_code=job.finish_code,
+            notes=job.notes,
+        )
+
+
+# --- wire helpers ------------------------------------------------------------------------------
+
+
+def _plain(secret: str) -> str:
+    """The secret; an `EnvVar` used outside a Dagster run is read from the environment."""
+    if not isinstance(secret, EnvVar):
+        return secret
+    if not (value := secret.get_value()):
+        raise ConfigurationError(
+            f"The environment variable {secret.env_var_name} (the token secret) is not set."
+        )
+    return value
+
+
+def _body(response: httpx.Response, call: str) -> Any:
+    """The JSON reply of a successful call; otherwise the error, saying what to do."""
+    if response.is_success:
+        return response.json() if response.content else {}
+    try:
+        error = response.json().get("error") or {}
+    except ValueError:
+        error = {}
+    status = response.status_code
+    code = str(error.get("code") or status)
+    error_class, hint = _advice(status, code)
+    summary = error.get("summary") or response.reason_phrase
+    detail = error.get("detail") or response.text[:300]
+    raise error_class(status, code, summary, detail, call=call, hint=hint)
+
+
+HINTS = {
+    400: "Tableau could not use the request; the detail names what to fix.",
+    401: "Check the personal access token name and secret and the site content URL; a token "
+    "expires after 15 days unused, or when it is regenerated or revoked.",
+    403: "The token's user lacks a permission this needs (publishing, or the project).",
+    404: "Check the name or id: it does not exist on this site (any more).",
+    409: "It conflicts with the server's state: an upload can be used once, upload again.",
+    413: "Lower the batch size: send the change as several smaller payloads, each below the "
+    "server's limit (100 MB by default).",
+    429: "Tableau kept rate-limiting after every retry: send fewer requests at once, or raise "
+    "max_retries and retry_max_total_seconds.",
+}
+
+
+def _advice(status: int, code: str) -> tuple[type[TableauRequestError], str]:
+    if code == "403007":
+        return DataSourceExistsError, "Publish with overwrite=True to replace it."
+    if status >= 500:
+        return TableauRequestError, "Tableau kept failing after every retry: try again later."
+    special = {401: TableauSignInError, 413: PayloadTooLargeError}
+    return special.get(status, TableauRequestError), HINTS.get(status, "")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Retry-After in seconds (a number or an HTTP date), if the server sent one."""
+    value = response.headers.get("Retry-After", "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _maybe_applied(err: TableauConnectionError | TableauRequestError) -> bool:
+    if isinstance(err, TableauConnectionError):
+        return err.maybe_applied
+    return err.status >= 500 and err.status != 503
+
+
+def _multipart(parts: list[tuple[str, str, bytes]]) -> dict[str, Any]:
+    """`content` and `headers` of a `multipart/mixed` body of (name, type, bytes) parts.
+
+    The content is a list of pieces, so a chunk is sent without being copied.
+    """
+    boundary = f"hyper-assets-{random.getrandbits(64):016x}"
+    pieces = []
+    for name, content_type, data in parts:
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="file"\r\n'
+            f"Content-Type: {content_type}\r\n\r\n"
+        )
+        pieces += [head.encode(), data, b"\r\n"]
+    pieces.append(f"--{boundary}--\r\n".encode())
+    length = str(sum(len(piece) for piece in pieces))
+    content_type = f"multipart/mixed; boundary={boundary}"
+    return {"content": pieces, "headers": {"Content-Type": content_type, "Content-Length": length}}
+
+
+def _datasource(item: dict[str, Any]) -> DataSource:
+    return DataSource(item["id"], item["name"], item["project"]["id"])
+
+
+def _job(item: dict[str, Any]) -> Job:
+    finish, completed = item.get("finishCode"), item.get("completedAt")
+    return Job(
+        item["id"],
+        int(finish) if finish is not None else None,
+        int(item.get("progress") or 0),
+        item.get("notes") or None,
+        datetime.fromisoformat(completed) if completed else None,
+    )

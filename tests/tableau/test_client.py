@@ -1,0 +1,398 @@
+"""`TableauServerResource` against the real emulator over loopback: no HTTP mocks.
+
+Every publish and update is checked by reading the emulator's stored `.hyper` back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from tableauhyperapi import SqlType, TableDefinition
+
+from hyper_assets.emulator import Emulator
+from hyper_assets.errors import (
+    ConfigurationError,
+    DataSourceExistsError,
+    PayloadTooLargeError,
+    TableauConnectionError,
+    TableauJobCancelledError,
+    TableauJobError,
+    TableauRequestError,
+    TableauSignInError,
+)
+from hyper_assets.process import SharedHyper
+from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
+from hyper_assets.tableau.client import Job, TableauClient, TableauServerResource
+
+Column = TableDefinition.Column
+COLUMNS = [Column("id", SqlType.int()), Column("label", SqlType.text())]
+TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"  # as the emulator fixture in conftest.py
+WRONG_SECRET = "wrong-secret-0xC0FFEE"
+
+
+def settings(emulator: Emulator, **overrides: Any) -> TableauServerResource:
+    """A resource for the emulator with tiny delays, so retries cost milliseconds."""
+    config: dict[str, Any] = {
+        "server_url": emulator.url,
+        "token_name": TOKEN_NAME,
+        "token_secret": TOKEN_SECRET,
+        "retry_initial_delay_seconds": 0.01,
+        "retry_max_delay_seconds": 0.05,
+        "job_poll_initial_seconds": 0.02,
+        "job_poll_max_seconds": 0.1,
+        "job_timeout_seconds": 30.0,
+        "timeout_seconds": 30.0,
+    }
+    return TableauServerResource(**{**config, **overrides})
+
+
+@pytest.fixture
+def client(emulator: Emulator) -> Iterator[TableauClient]:
+    with settings(emulator).client() as signed:
+        yield signed
+
+
+@pytest.fixture
+def records() -> Iterator[list[logging.LogRecord]]:
+    """Every log record of hyper_assets, DEBUG and up, while the test runs."""
+    found: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = found.append  # type: ignore[method-assign]
+    logger = logging.getLogger("hyper_assets")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield found
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def rows(ids: range) -> list[tuple[int, str]]:
+    """Sale rows, sorted as `hyper_files.read` sorts them."""
+    return sorted(((i, f"sale {i}") for i in ids), key=repr)
+
+
+def sales(hyper_files: Any, path: Path, ids: range, extra: bool = True) -> Path:
+    """A two-table extract: Extract.sales with `ids`, and Extract.regions."""
+    tables = {("Extract", "sales"): (COLUMNS, rows(ids))}
+    if extra:
+        tables[("Extract", "regions")] = (COLUMNS, [(1, "north"), (2, "south")])
+    return hyper_files.create(path, tables)
+
+
+def stored(hyper_files: Any, emulator: Emulator, name: str) -> dict[str, list[tuple]]:
+    return hyper_files.read(emulator.data_dir / f"{name}.hyper")
+
+
+def publish(client: TableauClient, path: Path, name: str, **kwargs: Any) -> Any:
+    return client.publish_file(path, name, client.project("default").id, **kwargs)
+
+
+# --- sign-in, versions, projects ---------------------------------------------------------------
+
+
+def test_sign_in_is_lazy_and_the_version_comes_from_serverinfo(emulator: Emulator) -> None:
+    with settings(emulator, token_secret=WRONG_SECRET).client() as client:
+        assert client.api_version == "3.24"  # serverinfo needs no sign-in
+        with pytest.raises(TableauSignInError):
+            client.project("default")
+
+
+def test_a_configured_version_skips_serverinfo(emulator: Emulator) -> None:
+    emulator.faults.fail_requests("GET", r"/serverinfo", status=500, count=100)
+    with settings(emulator, api_version="3.20", max_retries=0).client() as client:
+        assert client.api_version == "3.20"
+        assert client.project("default").name == "default"
+
+
+def test_a_server_too_old_for_updates_is_refused_up_front(
+    tmp_path: Path, hyper: SharedHyper
+) -> None:
+    with (
+        Emulator(
+            tmp_path, tokens={TOKEN_NAME: TOKEN_SECRET}, hyper=hyper, api_version="3.11"
+        ) as old,
+        settings(old).client() as client,
+        pytest.raises(ConfigurationError, match=r"needs 3\.12"),
+    ):
+        client.update_data("any", [], request_id="r")
+
+
+def test_a_wrong_secret_is_a_clear_error_that_never_shows_the_secret(
+    emulator: Emulator, records: list[logging.LogRecord]
+) -> None:
+    resource = settings(emulator, token_secret=WRONG_SECRET)
+    with resource.client() as client, pytest.raises(TableauSignInError) as refused:
+        client.project("default")
+    err = refused.value
+    assert (err.status, err.code) == (401, "401001")
+    assert "Check the personal access token name and secret" in str(err)
+    assert "'ci'" in str(err)  # names the token, not its secret
+    shown = [str(err), repr(err), repr(resource), str(resource)]
+    shown += [record.getMessage() for record in records]
+    assert records and not [text for text in shown if WRONG_SECRET in text]
+
+
+def test_the_secret_can_come_from_an_env_var_in_a_dagster_run(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_TABLEAU_SECRET", TOKEN_SECRET)
+    resource = settings(emulator, token_secret=dg.EnvVar("TEST_TABLEAU_SECRET"))
+
+    @dg.asset
+    def project_id(tableau: TableauServerResource) -> str:
+        with tableau.client() as client:
+            return client.project("default").id
+
+    result = dg.materialize([project_id], resources={"tableau": resource})
+    assert result.output_for_node("project_id")
+    assert TOKEN_SECRET not in repr(resource)
+    with resource.client() as outside:  # outside a run the EnvVar is read by the client
+        assert outside.project("default").name == "default"
+
+
+def test_a_401_signs_in_again_once_and_then_gives_up(
+    client: TableauClient, emulator: Emulator
+) -> None:
+    emulator.faults.fail_requests("GET", r"/projects$", status=401, count=1)
+    assert client.project("default").name == "default"
+    emulator.faults.fail_requests("GET", r"/projects$", status=401, count=3)
+    with pytest.raises(TableauSignInError, match="Check the personal access token"):
+        client.project("default")
+    assert client.project("default").name == "default"  # the third 401, then a new session
+
+
+def test_project_lookup(client: TableauClient) -> None:
+    assert client.project("default").name == "default"
+    with pytest.raises(ConfigurationError, match="0 projects named 'Finance'"):
+        client.project("Finance")
+
+
+# --- publishing ---------------------------------------------------------------------------------
+
+
+def test_publish_creates_then_overwrites_and_refuses_without_overwrite(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    name = "Verkäufe & Co, 2024"  # escaping: XML, the name filter, the file name
+    first = sales(hyper_files, tmp_path / "v1.hyper", range(3))
+    created = publish(client, first, name)
+    assert created.name == name and created.project_id == client.project("default").id
+    assert stored(hyper_files, emulator, name) == hyper_files.read(first)
+    assert client.find_datasource(name, created.project_id) == created
+    assert client.find_datasource("absent", created.project_id) is None
+
+    second = sales(hyper_files, tmp_path / "v2.hyper", range(10, 12), extra=False)
+    with pytest.raises(DataSourceExistsError) as refused:
+        publish(client, second, name)
+    assert refused.value.code == "403007" and "overwrite=True" in str(refused.value)
+    assert stored(hyper_files, emulator, name) == hyper_files.read(first)
+
+    overwritten = publish(client, second, name, overwrite=True)
+    assert overwritten.id == created.id
+    assert stored(hyper_files, emulator, name) == {
+        "Extract.sales": [(10, "sale 10"), (11, "sale 11")]
+    }
+
+
+def test_a_file_is_uploaded_in_several_chunks(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    local = sales(hyper_files, tmp_path / "big.hyper", range(5000))
+    size = local.stat().st_size
+    progress: list[tuple[int, int]] = []
+    with settings(emulator, upload_chunk_bytes=size // 5 + 1).client() as client:
+        publish(
+            client, local, "chunked", on_progress=lambda done, total: progress.append((done, total))
+        )
+    assert len(progress) == 5 and progress[-1] == (size, size)
+    assert (emulator.data_dir / "chunked.hyper").read_bytes() == local.read_bytes()
+    assert stored(hyper_files, emulator, "chunked") == hyper_files.read(local)
+
+
+def test_a_503_during_upload_is_retried(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    local = sales(hyper_files, tmp_path / "s.hyper", range(2000))
+    emulator.faults.fail_requests("PUT", r"/fileUploads/", status=503, count=2)
+    with settings(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1).client() as client:
+        publish(client, local, "retried")
+    assert stored(hyper_files, emulator, "retried") == hyper_files.read(local)
+
+
+def test_a_chunk_without_answer_restarts_the_upload_and_nothing_is_appended_twice(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path, records: list[logging.LogRecord]
+) -> None:
+    local = sales(hyper_files, tmp_path / "s.hyper", range(2000))
+    emulator.faults.drop_after_accept("PUT", r"/fileUploads/")  # appended, then hung up
+    with settings(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1).client() as client:
+        publish(client, local, "restarted")
+    assert [r for r in records if "starting over" in r.getMessage()]
+    assert (emulator.data_dir / "restarted.hyper").read_bytes() == local.read_bytes()
+
+
+def test_a_publish_without_answer_is_not_repeated(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    local = sales(hyper_files, tmp_path / "s.hyper", range(3))
+    emulator.faults.drop_after_accept("POST", r"/datasources$")
+    with pytest.raises(TableauConnectionError) as lost:
+        publish(client, local, "lost")
+    assert lost.value.maybe_applied and "overwrite=True" in str(lost.value)
+    assert publish(client, local, "lost", overwrite=True).name == "lost"
+    assert stored(hyper_files, emulator, "lost") == hyper_files.read(local)
+
+
+def test_token_expiry_mid_upload_signs_in_again_and_continues(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path, records: list[logging.LogRecord]
+) -> None:
+    local = sales(hyper_files, tmp_path / "s.hyper", range(2000))
+    with settings(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1).client() as client:
+        publish(client, local, "expiring", on_progress=lambda done, total: emulator.expire_tokens())
+        emulator.expire_tokens()
+        assert client.find_datasource("expiring", client.project("default").id)
+    # after chunks 1 and 2 (the next chunk), chunk 3 (the publish), then the project lookup
+    assert len([r for r in records if "signing in again" in r.getMessage()]) == 4
+    assert stored(hyper_files, emulator, "expiring") == hyper_files.read(local)
+
+
+# --- data updates and jobs ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def published(client: TableauClient, hyper_files: Any, tmp_path: Path) -> tuple[str, Path]:
+    """Data source `ds` with sales 0..9; returns its id and a payload holding sales 10..12."""
+    source = publish(client, sales(hyper_files, tmp_path / "ds.hyper", range(10)), "ds")
+    payload = hyper_files.create(
+        tmp_path / "payload.hyper",
+        {("Extract", "new_sales"): (COLUMNS, rows(range(10, 13)))},
+    )
+    return source.id, payload
+
+
+WINDOW = [
+    Delete(target_table="sales", condition=Lt(target_col="id", const=Const.integer(5))),
+    Insert(source_table="new_sales", target_table="sales"),
+]
+EXPECTED = rows(range(5, 13))
+
+
+def test_an_update_with_a_payload_polls_to_success(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, published: tuple[str, Path]
+) -> None:
+    ds_id, payload = published
+    emulator.faults.pause_jobs()
+    job = client.update_data(ds_id, WINDOW, request_id="window-1", payload=payload)
+    assert job.completed_at is None and job.finish_code is None
+    seen: list[Job] = []
+    emulator.faults.resume_jobs()
+    done = client.wait_for_job(job.id, on_progress=seen.append)
+    assert (done.finish_code, done.progress) == (0, 100) and done.completed_at
+    assert seen[-1] == done
+    assert stored(hyper_files, emulator, "ds")["Extract.sales"] == EXPECTED
+    assert stored(hyper_files, emulator, "ds")["Extract.regions"] == [(1, "north"), (2, "south")]
+
+
+def test_a_dropped_reply_after_the_patch_is_retried_with_the_same_request_id(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, published: tuple[str, Path]
+) -> None:
+    ds_id, payload = published
+    emulator.faults.drop_after_accept("PATCH", r"/data$")
+    job = client.update_data(ds_id, WINDOW, request_id="window-once", payload=payload)
+    client.wait_for_job(job.id)
+    again = client.update_data(ds_id, WINDOW, request_id="window-once", payload=payload)
+    assert again.id == job.id  # a rerun with the same RequestID gets the original job
+    assert stored(hyper_files, emulator, "ds")["Extract.sales"] == EXPECTED
+
+
+def test_a_failing_job_raises_with_its_notes(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, published: tuple[str, Path]
+) -> None:
+    ds_id, payload = published
+    emulator.faults.fail_next_job("backgrounder out of disk")
+    job = client.update_data(ds_id, WINDOW, request_id="doomed", payload=payload)
+    with pytest.raises(TableauJobError) as failed:
+        client.wait_for_job(job.id)
+    assert (failed.value.finish_code, failed.value.notes) == (1, "backgrounder out of disk")
+    assert "backgrounder out of disk" in str(failed.value) and "new RequestID" in str(failed.value)
+
+    wrong_table = [Insert(source_table="nope", target_table="sales")]
+    job = client.update_data(ds_id, wrong_table, request_id="no-table", payload=payload)
+    with pytest.raises(TableauJobError, match=r"action 0 \(insert\).*nope"):
+        client.wait_for_job(job.id)
+    assert stored(hyper_files, emulator, "ds")["Extract.sales"] == rows(range(10))
+
+
+def test_a_cancelled_job_raises(
+    client: TableauClient, emulator: Emulator, published: tuple[str, Path]
+) -> None:
+    ds_id, _ = published
+    emulator.faults.pause_jobs()
+    everything = [
+        Delete(target_table="sales", condition=Eq(target_col="id", const=Const.integer(1)))
+    ]
+    job = client.update_data(ds_id, everything, request_id="cancel-me")
+    client.cancel_job(job.id)
+    emulator.faults.resume_jobs()
+    with pytest.raises(TableauJobCancelledError, match="was cancelled"):
+        client.wait_for_job(job.id)
+
+
+def test_a_payload_above_the_limit_says_to_lower_the_batch_size(
+    client: TableauClient, published: tuple[str, Path], tmp_path: Path
+) -> None:
+    ds_id, _ = published
+    too_big = tmp_path / "too_big.hyper"
+    too_big.write_bytes(os.urandom(2**20 + 1))
+    with pytest.raises(PayloadTooLargeError, match="Lower the batch size") as refused:
+        client.update_data(ds_id, WINDOW, request_id="big", payload=too_big)
+    assert (refused.value.status, refused.value.code) == (413, "413000")
+
+
+# --- retries ------------------------------------------------------------------------------------
+
+
+def test_429_waits_as_long_as_retry_after_says(client: TableauClient, emulator: Emulator) -> None:
+    emulator.faults.fail_requests("GET", r"/projects$", status=429, retry_after=1)
+    started = time.monotonic()
+    assert client.project("default").name == "default"
+    assert time.monotonic() - started >= 1.0
+
+
+def test_retries_are_bounded_in_count_and_time(
+    emulator: Emulator, records: list[logging.LogRecord]
+) -> None:
+    emulator.faults.fail_requests("GET", r"/projects$", status=503, count=10)
+    with (
+        settings(emulator, max_retries=2).client() as client,
+        pytest.raises(TableauRequestError, match="kept failing") as failed,
+    ):
+        client.project("default")
+    assert failed.value.status == 503
+    retries = [r.getMessage() for r in records if "answered 503; retry" in r.getMessage()]
+    assert len(retries) == 2  # two retries, then the third 503 is raised
+    with (
+        settings(emulator, retry_max_total_seconds=0.0).client() as client,
+        pytest.raises(TableauRequestError),
+    ):
+        client.project("default")
+
+
+def test_an_unreachable_server_is_a_connection_error(emulator: Emulator) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with (
+        settings(emulator, server_url=f"http://127.0.0.1:{port}", max_retries=1).client() as c,
+        pytest.raises(TableauConnectionError, match="Check server_url") as lost,
+    ):
+        c.project("default")
+    assert not lost.value.maybe_applied
