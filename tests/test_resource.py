@@ -48,7 +48,9 @@ def test_usage_data_is_sent_only_after_opting_in(tmp_path: Path, opt_in: bool):
     try:
         with resource.connect(tmp_path / "t.hyper"):
             (hyperd,) = [
-                p for p in psutil.Process().children(recursive=True) if "hyperd" in p.name()
+                p
+                for p in psutil.Process().children(recursive=True)
+                if "hyperd" in p.name() and any(str(tmp_path) in a for a in p.cmdline())
             ]
             flags = [a for a in hyperd.cmdline() if a.startswith("--telemetry-opt-in")]
         assert bool(flags) is opt_in
