@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -35,6 +35,7 @@ from hyper_assets.errors import (
     IngestError,
     NullInNotNullColumnError,
     SchemaMismatchError,
+    UnsupportedTypeError,
 )
 from hyper_assets.staging import staged_row_count
 from hyper_assets.tables import (
@@ -102,10 +103,23 @@ def _insert(connection: Connection, write: Write, target: TableName, files: list
     )
 
 
-def _explain(error: HyperException, write: Write) -> IngestError:
+def _explain(
+    connection: Connection, error: HyperException, write: Write, files: list[Path]
+) -> Exception:
+    """Turns Hyper's message into an error that names the table and says what to do."""
+    label, text = table_label(write.table), str(error)
+    if "non-NULL value required" in text:
+        return _null_error(connection, write, files)
+    if "128-bit numerics" in text or "32-bit floating" in text.lower():
+        return UnsupportedTypeError(
+            f"{label}: the existing .hyper file has an older format version than these "
+            "columns need, and a file keeps the version it was created with. Rewrite it "
+            "with CREATE DATABASE ... WITH VERSION 3 FROM ..., delete it to start over, or "
+            f"narrow the columns. Hyper said: {text.strip()}"
+        )
     return IngestError(
-        f"Hyper could not load the rows for {table_label(write.table)}; the stored table is "
-        f"unchanged. Hyper said: {str(error).strip()}"
+        f"Hyper could not load the rows for {label}; its rows are unchanged. "
+        f"Hyper said: {text.strip()}"
     )
 
 
@@ -130,65 +144,99 @@ def _null_error(
     )
 
 
-def write_table(connection: Connection, write: Write, files: list[Path]) -> WriteResult:
-    """Runs `write` with the staged `files`; on any error the table is as it was."""
-    started = time.perf_counter()
-    catalog = Catalog(connection)
-    schema = write.table.schema_name.name.unescaped
-    catalog.ensure_schema(schema)
-    keys, notes = catalog.check_foreign_keys(write.table, write.keys)
-    write = Write(write.table, write.columns, write.mode, keys, write.where)
-    if write.mode == "upsert" and not keys.primary_key:
+def _check_keys(write: Write) -> None:
+    """Key columns must be columns of the rows; an upsert needs a primary key."""
+    label = table_label(write.table)
+    names = {c.name for c in write.columns}
+    declared = list(write.keys.primary_key)
+    declared += [c for fk in write.keys.foreign_keys for c in fk.columns]
+    missing = [k for k in declared if k not in names]
+    if missing:
         raise ConfigurationError(
-            f'write_mode="upsert" for {table_label(write.table)} needs metadata '
-            "primary_key=[...] naming the columns that identify a row."
+            f"Metadata keys of {label} name {missing}, which are not columns of its rows "
+            f"({sorted(names)}). Fix primary_key / foreign_keys."
         )
-    expected = staged_row_count(files)
+    if write.mode == "upsert" and not write.keys.primary_key:
+        raise ConfigurationError(
+            f'write_mode="upsert" for {label} needs metadata primary_key=[...] naming the '
+            "columns that identify a row."
+        )
+
+
+def write_table(connection: Connection, write: Write, files: list[Path]) -> WriteResult:
+    """Runs `write` with the staged `files`; on any error the table's rows are as they were."""
+    started = time.perf_counter()
+    _check_keys(write)
+    catalog = Catalog(connection)
+    keys, notes = catalog.check_foreign_keys(write.table, write.keys)
+    write = replace(write, keys=keys)
     try:
-        loaded = _write(connection, catalog, write, files, expected)
+        loaded = _write(connection, catalog, write, files)
     except HyperException as error:
-        if "non-NULL value required" in str(error):
-            raise _null_error(connection, write, files) from error
-        raise _explain(error, write) from error
-    where = f" WHERE {write.where}" if write.mode == "partition" else ""
+        raise _explain(connection, error, write, files) from error
+    where = f" WHERE {write.where}" if write.where else ""
     (count,) = connection.execute_list_query(f"SELECT COUNT(*) FROM {write.table}{where}")[0]
     return WriteResult(loaded, int(count), time.perf_counter() - started, tuple(notes))
 
 
-def _write(
-    connection: Connection, catalog: Catalog, write: Write, files: list[Path], expected: int
-) -> int:
+def _write(connection: Connection, catalog: Catalog, write: Write, files: list[Path]) -> int:
     table = write.table
     if not catalog.exists(table):
         with transaction(connection):
+            connection.execute_command(f"CREATE SCHEMA IF NOT EXISTS {table.schema_name}")
             for statement in create_table_sql(table, write.columns, write.keys):
                 connection.execute_command(statement)
-            return _checked_insert(connection, write, table, files, expected)
+            return _checked_insert(connection, write, table, files)
     stored = catalog.columns(table)
     if write.mode == "replace":
-        return _replace(connection, catalog, write, files, stored)
-    require_same_schema(table, stored, write.columns)
+        nullability = {c.name: c.nullable for c in stored}
+        same = not schema_differences(stored, write.columns) and all(
+            nullability[c.name] == c.nullable for c in write.columns
+        )
+        if not same or catalog.keys_conflict(table, write.keys):
+            return _swap(connection, catalog, write, files)
+    else:
+        require_same_schema(table, stored, write.columns)
+    catalog.add_missing_keys(table, write.keys)
     with transaction(connection):
-        if write.mode == "partition":
+        if write.mode == "replace":
+            connection.execute_command(f"TRUNCATE TABLE {table}")
+        elif write.mode == "partition":
             connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
         elif write.mode == "upsert" and files:
-            match = " AND ".join(
-                f"{table}.{escape_name(k)} = src.{escape_name(k)}" for k in write.keys.primary_key
-            )
-            connection.execute_command(
-                f"DELETE FROM {table} WHERE EXISTS "
-                f"(SELECT 1 FROM {_source_sql(files, write.columns)} WHERE {match})"
-            )
-        loaded = _checked_insert(connection, write, table, files, expected)
-    catalog.add_missing_keys(table, write.keys)
-    return loaded
+            _delete_upserted(connection, write, files)
+        return _checked_insert(connection, write, table, files)
+
+
+def _delete_upserted(connection: Connection, write: Write, files: list[Path]) -> None:
+    """Deletes the rows whose key arrives; keys must be unique and not NULL."""
+    table, key = write.table, write.keys.primary_key
+    names = ", ".join(escape_name(k) for k in key)
+    any_null = " OR ".join(f"{escape_name(k)} IS NULL" for k in key)
+    source = _source_sql(files, write.columns)
+    ((repeated, nulls),) = connection.execute_list_query(
+        f"SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {source} GROUP BY {names} "
+        f"HAVING COUNT(*) > 1) AS d), (SELECT COUNT(*) FROM {source} WHERE {any_null})"
+    )
+    if repeated or nulls:
+        raise SchemaMismatchError(
+            f"The upsert into {table_label(table)} has {repeated} key(s) that occur more "
+            f"than once and {nulls} row(s) with a NULL key ({list(key)}); nothing was "
+            "written. Deduplicate the rows on the primary key and drop NULL keys."
+        )
+    match = " AND ".join(f"{table}.{escape_name(k)} = src.{escape_name(k)}" for k in key)
+    connection.execute_command(
+        f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {source} WHERE {match})"
+    )
 
 
 def _checked_insert(
-    connection: Connection, write: Write, target: TableName, files: list[Path], expected: int
+    connection: Connection, write: Write, target: TableName, files: list[Path]
 ) -> int:
+    """INSERTs; with a partition filter, rows outside it abort the transaction."""
     loaded = _insert(connection, write, target, files)
-    if write.mode == "partition" and loaded != expected:
+    expected = staged_row_count(files)
+    if write.where and loaded != expected:
         raise SchemaMismatchError(
             f"{expected - loaded} of {expected} rows for {table_label(write.table)} fall "
             f"outside the partition being written ({write.where}) or have NULL there; "
@@ -198,24 +246,9 @@ def _checked_insert(
     return loaded
 
 
-def _replace(
-    connection: Connection,
-    catalog: Catalog,
-    write: Write,
-    files: list[Path],
-    stored: list[Column],
-) -> int:
+def _swap(connection: Connection, catalog: Catalog, write: Write, files: list[Path]) -> int:
+    """Full refresh with new columns or keys: load a new table, then DROP + RENAME."""
     table = write.table
-    nullability = {c.name: c.nullable for c in stored}
-    same_columns = not schema_differences(stored, write.columns) and all(
-        nullability[c.name] == c.nullable for c in write.columns
-    )
-    if same_columns and not catalog.keys_conflict(table, write.keys):
-        with transaction(connection):
-            connection.execute_command(f"TRUNCATE TABLE {table}")
-            loaded = _insert(connection, write, table, files)
-        catalog.add_missing_keys(table, write.keys)
-        return loaded
     referencing = catalog.referencing_tables(table)
     if referencing:
         raise SchemaMismatchError(
@@ -237,5 +270,6 @@ def _replace(
                 f"ALTER TABLE {staging} RENAME TO {escape_name(table.name.unescaped)}"
             )
     finally:
-        connection.execute_command(f"DROP TABLE IF EXISTS {staging}")
+        with suppress(HyperException):
+            connection.execute_command(f"DROP TABLE IF EXISTS {staging}")
     return loaded

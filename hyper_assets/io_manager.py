@@ -31,6 +31,7 @@ from hyper_assets.errors import ConfigurationError, TableNotFoundError
 from hyper_assets.ingest import Write, WriteMode, write_table
 from hyper_assets.partitions import partition_filter
 from hyper_assets.resource import HyperResource
+from hyper_assets.spark import active_session, restore_types
 from hyper_assets.staging import StagingArea, stage_arrow, stage_spark
 from hyper_assets.tables import Catalog, Keys, parse_foreign_keys, table_label
 from hyper_assets.types import (
@@ -39,7 +40,6 @@ from hyper_assets.types import (
     columns_from_spark,
     describe,
     export_sql,
-    restore_spark_types,
 )
 
 _WRITE_MODES = ("append", "upsert")
@@ -162,7 +162,7 @@ class HyperIOManager(ConfigurableIOManager):
             context.asset_partitions_def,
             context.asset_partition_keys,
             metadata.get("partition_expr"),
-            [c.name for c in columns],
+            columns,
             label,
         )
 
@@ -202,8 +202,9 @@ class HyperIOManager(ConfigurableIOManager):
                     f"Table {label} is not in {self.database}: materialise asset "
                     f"{context.asset_key.to_user_string()} first."
                 )
-            columns = _select(catalog.columns(table), wanted, label)
-            where = self._where(context, upstream_metadata, columns, label)
+            stored = catalog.columns(table)
+            columns = _select(stored, wanted, label)
+            where = self._where(context, upstream_metadata, stored, label)
             select = ", ".join(export_sql(c) for c in columns)
             query = f"SELECT {select} FROM {table}" + (f" WHERE {where}" if where else "")
             connection.execute_command(
@@ -211,10 +212,8 @@ class HyperIOManager(ConfigurableIOManager):
             )
         if as_arrow:
             return pq.read_table(path)
-        from pyspark.sql import SparkSession
-
-        frame = SparkSession.builder.getOrCreate().read.parquet(str(path))
-        return restore_spark_types(frame, columns)
+        frame = active_session(label).read.parquet(str(path))
+        return restore_types(frame, columns)
 
 
 def _count_key(context: OutputContext) -> str:
@@ -229,6 +228,10 @@ def _count_key(context: OutputContext) -> str:
 def _select(columns: list[Column], wanted: object, label: str) -> list[Column]:
     if not wanted:
         return columns
+    if isinstance(wanted, str) or not all(isinstance(w, str) for w in wanted):  # type: ignore[union-attr]
+        raise ConfigurationError(
+            f"Input metadata columns for {label} must be a list of column names, got {wanted!r}."
+        )
     by_name = {c.name: c for c in columns}
     missing = [w for w in wanted if w not in by_name]  # type: ignore[union-attr]
     if missing:

@@ -1,8 +1,8 @@
-"""Start and own one `hyperd` with the settings this library wants.
+"""Start and own `hyperd` processes with the settings this library wants.
 
 `HyperResource` (Dagster) and the REST emulator both start their process here, so the
 defaults (telemetry off, logs out of the working directory, file format version) are
-written once.
+written once. Resources with the same settings share one hyperd per Python process.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tableauhyperapi import Endpoint, HyperProcess, Telemetry
@@ -20,24 +21,28 @@ def default_log_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"hyper-assets-logs-{os.getuid()}"
 
 
-def start_hyper(
-    *,
-    log_dir: str | Path | None = None,
-    default_database_version: int = 2,
-    send_usage_data: bool = False,
-    parameters: dict[str, str] | None = None,
-) -> HyperProcess:
+@dataclass(frozen=True)
+class HyperSettings:
+    """How to start a hyperd; equal settings share one process."""
+
+    log_dir: str | None = None
+    default_database_version: int = 2
+    send_usage_data: bool = False
+    parameters: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+def start_hyper(settings: HyperSettings) -> HyperProcess:
     """Start a `hyperd`; usage data goes to Tableau only when `send_usage_data` is True."""
-    log_path = Path(log_dir) if log_dir else default_log_dir()
+    log_path = Path(settings.log_dir) if settings.log_dir else default_log_dir()
     log_path.mkdir(parents=True, exist_ok=True)
     params = {
         "log_dir": str(log_path),
-        "default_database_version": str(default_database_version),
-        **(parameters or {}),
+        "default_database_version": str(settings.default_database_version),
+        **dict(settings.parameters),
     }
     telemetry = (
         Telemetry.SEND_USAGE_DATA_TO_TABLEAU
-        if send_usage_data
+        if settings.send_usage_data
         else Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU
     )
     return HyperProcess(telemetry=telemetry, parameters=params)
@@ -46,8 +51,8 @@ def start_hyper(
 class SharedHyper:
     """One lazily started `hyperd`, shut down by `close()`; safe to share across threads."""
 
-    def __init__(self, **settings: object) -> None:
-        self._settings = settings
+    def __init__(self, settings: HyperSettings | None = None) -> None:
+        self.settings = settings or HyperSettings()
         self._process: HyperProcess | None = None
         self._lock = threading.Lock()
 
@@ -55,7 +60,7 @@ class SharedHyper:
     def process(self) -> HyperProcess:
         with self._lock:
             if self._process is None or not self._process.is_open:
-                self._process = start_hyper(**self._settings)  # type: ignore[arg-type]
+                self._process = start_hyper(self.settings)
             return self._process
 
     @property
@@ -67,3 +72,29 @@ class SharedHyper:
             if self._process is not None and self._process.is_open:
                 self._process.close()
             self._process = None
+
+
+_shared: dict[HyperSettings, tuple[SharedHyper, int]] = {}
+_registry_lock = threading.Lock()
+
+
+def acquire(settings: HyperSettings) -> SharedHyper:
+    """The process-wide hyperd for `settings`; pair every call with `release`."""
+    with _registry_lock:
+        shared, users = _shared.get(settings, (None, 0))
+        shared = shared or SharedHyper(settings)
+        _shared[settings] = (shared, users + 1)
+        return shared
+
+
+def release(settings: HyperSettings) -> None:
+    """Stops the hyperd for `settings` when its last user lets go."""
+    with _registry_lock:
+        shared, users = _shared.get(settings, (None, 0))
+        if shared is None:
+            return
+        if users <= 1:
+            del _shared[settings]
+            shared.close()
+        else:
+            _shared[settings] = (shared, users - 1)

@@ -20,8 +20,7 @@ from pydantic import Field, PrivateAttr
 from tableauhyperapi import Connection, CreateMode, HyperException
 
 from hyper_assets.errors import DatabaseLockedError, TableNotFoundError
-from hyper_assets.process import SharedHyper
-from hyper_assets.tables import is_locked_error
+from hyper_assets.process import HyperSettings, SharedHyper, acquire, release
 
 
 class HyperResource(ConfigurableResource):
@@ -50,23 +49,29 @@ class HyperResource(ConfigurableResource):
     _hyper: SharedHyper | None = PrivateAttr(default=None)
 
     @property
+    def settings(self) -> HyperSettings:
+        return HyperSettings(
+            log_dir=self.log_dir,
+            default_database_version=self.default_database_version,
+            send_usage_data=self.send_usage_data,
+            parameters=tuple(sorted(self.parameters.items())),
+        )
+
+    @property
     def shared(self) -> SharedHyper:
+        """This process's hyperd for these settings (shared with equal resources)."""
         if self._hyper is None:
-            self._hyper = SharedHyper(
-                log_dir=self.log_dir,
-                default_database_version=self.default_database_version,
-                send_usage_data=self.send_usage_data,
-                parameters=self.parameters,
-            )
+            self._hyper = acquire(self.settings)
         return self._hyper
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.close()
 
     def close(self) -> None:
-        """Stops the hyperd if this resource started one."""
+        """Lets go of the hyperd; it stops when no other resource of this process uses it."""
         if self._hyper is not None:
-            self._hyper.close()
+            release(self.settings)
+            self._hyper = None
 
     @contextmanager
     def connect(self, database: str | Path, *, create: bool = True) -> Iterator[Connection]:
@@ -115,3 +120,7 @@ class HyperResource(ConfigurableResource):
             "(Tableau Desktop, another Hyper process, or a long write). Close it there, or "
             "raise HyperResource(lock_timeout_seconds=...)."
         )
+
+
+def is_locked_error(error: HyperException) -> bool:
+    return "locked by another process" in str(error)

@@ -3,13 +3,14 @@
 A staging directory lives under a root that both Spark and hyperd can read (a local
 temp directory by default, a shared file system on a cluster). Each write gets its own
 directory, removed on success and on failure; directories left by killed processes are
-removed by the next process that stages under the same root.
+removed by the next process on the same host that stages under the same root.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -18,8 +19,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
 
-from hyper_assets.types import prepare_spark_frame
+from hyper_assets.spark import prepare_frame
 
 
 def default_staging_root() -> Path:
@@ -36,11 +38,18 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _owner_prefix() -> str:
+    """`host~pid~`: a shared staging root may serve several machines."""
+    return f"{socket.gethostname()}~{os.getpid()}~"
+
+
 def _remove_orphans(root: Path) -> None:
-    """Removes directories whose owning process (the name's prefix) is gone."""
+    """Removes this host's directories whose owning process is gone."""
+    host = socket.gethostname()
     for entry in root.iterdir() if root.is_dir() else ():
-        pid = entry.name.split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        owner_host, _, rest = entry.name.partition("~")
+        pid = rest.partition("~")[0]
+        if owner_host == host and pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
 
 
@@ -57,7 +66,7 @@ class StagingArea:
         if not self._swept:
             _remove_orphans(self.root)
             self._swept = True
-        path = self.root / f"{os.getpid()}-{label}-{uuid.uuid4().hex[:12]}"
+        path = self.root / f"{_owner_prefix()}{label}-{uuid.uuid4().hex[:12]}"
         path.mkdir()
         return path
 
@@ -88,10 +97,10 @@ def part_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.parquet") if not p.name.startswith(("_", ".")))
 
 
-def stage_spark(df, directory: Path, compression: str) -> list[Path]:
+def stage_spark(df: DataFrame, directory: Path, compression: str) -> list[Path]:
     """Writes a Spark DataFrame (classic or Connect) as Parquet parts; nothing is collected."""
     target = directory / "parts"
-    prepare_spark_frame(df).write.mode("overwrite").option("compression", compression).parquet(
+    prepare_frame(df).write.mode("overwrite").option("compression", compression).parquet(
         str(target)
     )
     return part_files(target)

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 
 from tableauhyperapi import (
     Connection,
-    HyperException,
-    SchemaName,
     TableDefinition,
     TableName,
     escape_name,
@@ -106,9 +104,6 @@ class Catalog:
     def exists(self, table: TableName) -> bool:
         return self.connection.catalog.has_table(table)
 
-    def ensure_schema(self, schema: str) -> None:
-        self.connection.catalog.create_schema_if_not_exists(SchemaName(schema))
-
     def columns(self, table: TableName) -> list[Column]:
         definition: TableDefinition = self.connection.catalog.get_table_definition(table)
         return columns_from_table(definition, self._spark_types(table))
@@ -192,16 +187,18 @@ class Catalog:
         usable, postponed = [], []
         for fk in keys.foreign_keys:
             if fk.ref_table == table:
-                target_pk = keys.primary_key
-            elif not self.exists(fk.ref_table):
+                raise ConfigurationError(
+                    f"Foreign key {table_label(table)}.{', '.join(fk.columns)} references its "
+                    "own table; Hyper cannot declare that in CREATE TABLE. Leave it out."
+                )
+            if not self.exists(fk.ref_table):
                 postponed.append(
                     f"{table_label(table)}.{fk.columns[0]} -> {table_label(fk.ref_table)}: "
                     "the referenced table does not exist yet; the key is added on a later "
                     "write of this table"
                 )
                 continue
-            else:
-                target_pk = self.keys(fk.ref_table).primary_key
+            target_pk = self.keys(fk.ref_table).primary_key
             if tuple(target_pk) != fk.ref_columns:
                 raise ConfigurationError(
                     f"Foreign key {table_label(table)}.{', '.join(fk.columns)} references "
@@ -239,11 +236,15 @@ def schema_differences(stored: list[Column], new: list[Column]) -> list[str]:
     diffs = [f"{n!r} is missing from the new rows" for n in old if n not in fresh]
     diffs += [f"{n!r} is not in the stored table" for n in fresh if n not in old]
     diffs += [
-        f"{n!r} is {fresh[n].sql} in the new rows but {old[n].sql} in the table"
+        f"{n!r} is {_shown(fresh[n])} in the new rows but {_shown(old[n])} in the table"
         for n in fresh
-        if n in old and fresh[n].sql != old[n].sql
+        if n in old and (fresh[n].sql, fresh[n].spark_type) != (old[n].sql, old[n].spark_type)
     ]
     return diffs
+
+
+def _shown(column: Column) -> str:
+    return column.sql + (f" (Spark {column.spark_type})" if column.spark_type else "")
 
 
 def require_same_schema(table: TableName, stored: list[Column], new: list[Column]) -> None:
@@ -255,7 +256,3 @@ def require_same_schema(table: TableName, stored: list[Column], new: list[Column
             + ". Appends, upserts and partition writes keep the table's columns: change "
             "the asset to produce them, or run an unpartitioned full refresh to change them."
         )
-
-
-def is_locked_error(error: HyperException) -> bool:
-    return "locked by another process" in str(error)

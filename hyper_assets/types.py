@@ -9,6 +9,7 @@ for loading, and `spark_type` remembers a Spark type that Hyper cannot express e
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
 from pyspark.sql import types as T
@@ -65,7 +66,7 @@ class Column:
     sql_type: SqlType
     nullable: bool = True
     spark_type: str | None = None
-    staged_as: str = "same"
+    staged_as: Literal["same", "micros", "months"] = "same"
 
     @property
     def load_sql(self) -> str:
@@ -116,7 +117,12 @@ def _spark_column(field: T.StructField, table: str, version: int) -> Column:
     t, name, nullable = field.dataType, field.name, field.nullable
     simple = t.simpleString()
 
-    def col(sql_type: SqlType, *, keep: bool = False, staged_as: str = "same") -> Column:
+    def col(
+        sql_type: SqlType,
+        *,
+        keep: bool = False,
+        staged_as: Literal["same", "micros", "months"] = "same",
+    ) -> Column:
         return Column(name, sql_type, nullable, simple if keep else None, staged_as)
 
     if isinstance(t, T.BooleanType):
@@ -170,25 +176,6 @@ def _spark_column(field: T.StructField, table: str, version: int) -> Column:
     )
 
 
-def prepare_spark_frame(df):
-    """Casts, inside Spark, the columns that Parquet or Hyper cannot take as they are.
-
-    TimestampType becomes TimestampNTZ (the wall clock of the session time zone, which is
-    what a Tableau user should see); TIME and NULL-typed columns become strings.
-    """
-    from pyspark.sql import functions as F
-
-    casts = {}
-    for f in df.schema.fields:
-        if isinstance(f.dataType, T.TimestampType) and not isinstance(
-            f.dataType, T.TimestampNTZType
-        ):
-            casts[f.name] = F.col(f"`{f.name.replace('`', '``')}`").cast("timestamp_ntz")
-        elif isinstance(f.dataType, T.TimeType | T.NullType):
-            casts[f.name] = F.col(f"`{f.name.replace('`', '``')}`").cast("string")
-    return df.withColumns(casts) if casts else df
-
-
 def columns_from_arrow(schema: pa.Schema, table: str, version: int) -> list[Column]:
     """Hyper columns for an Arrow schema; raises `UnsupportedTypeError` naming the column."""
     return [_arrow_column(f, table, version) for f in schema]
@@ -203,7 +190,7 @@ def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
         (lambda x: x in (pa.int8(), pa.int16(), pa.uint8()), SqlType.small_int()),
         (lambda x: x in (pa.int32(), pa.uint16()), SqlType.int()),
         (lambda x: x in (pa.int64(), pa.uint32()), SqlType.big_int()),
-        (lambda x: x in (pa.float16(), pa.float32()), _float(version)),
+        (lambda x: x == pa.float32(), _float(version)),
         (pa.types.is_float64, SqlType.double()),
         (
             lambda x: (
@@ -219,7 +206,7 @@ def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
             SqlType.bytes(),
         ),
         (pa.types.is_date, SqlType.date()),
-        (pa.types.is_time, SqlType.time()),
+        (lambda x: pa.types.is_time(x) and x.unit != "ns", SqlType.time()),
     ]
     for matches, sql_type in plain:
         if matches(t):  # type: ignore[operator]
@@ -227,10 +214,16 @@ def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
     if pa.types.is_timestamp(t):
         sql_type = SqlType.timestamp_tz() if t.tz else SqlType.timestamp()
         return Column(field.name, sql_type, field.nullable)
-    if pa.types.is_decimal(t):
+    if pa.types.is_decimal(t) and t.precision <= 38:
         sql_type = _decimal(table, field.name, t.precision, t.scale, version, str(t))
         return Column(field.name, sql_type, field.nullable)
-    raise _unsupported(table, field.name, str(t), "Cast it to a supported type first.")
+    raise _unsupported(
+        table,
+        field.name,
+        str(t),
+        "Cast it first (float16 to float32, time64[ns] to time64[us], lists and structs "
+        "to strings).",
+    )
 
 
 def columns_from_table(
@@ -262,26 +255,6 @@ def export_sql(column: Column) -> str:
     if tag in (TypeTag.TIME, TypeTag.JSON, TypeTag.TABGEOGRAPHY, TypeTag.OID):
         return f"CAST({ref} AS TEXT) AS {ref}"
     return ref
-
-
-def restore_spark_types(df, columns: list[Column]):
-    """Casts loaded columns back to the Spark types recorded when they were written."""
-    from pyspark.sql import functions as F
-
-    casts = {}
-    for c in columns:
-        if not c.spark_type or c.spark_type == "void":
-            continue
-        ref = F.col(f"`{c.name.replace('`', '``')}`")
-        if c.spark_type.startswith("interval year"):
-            value = F.make_ym_interval(months=ref)
-        elif c.spark_type.startswith("interval"):
-            seconds = (ref.cast("decimal(38, 0)") / F.lit(1_000_000)).cast("decimal(18, 6)")
-            value = F.make_dt_interval(secs=seconds)
-        else:
-            value = ref
-        casts[c.name] = value.cast(c.spark_type)
-    return df.withColumns(casts) if casts else df
 
 
 def describe(column: Column) -> str:

@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyper_assets.process import SharedHyper
+from hyper_assets.process import HyperSettings, SharedHyper
 
 
 @pytest.fixture(scope="session")
 def hyper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedHyper]:
     """A real hyperd for tests that work on `.hyper` files directly."""
-    shared = SharedHyper(log_dir=tmp_path_factory.mktemp("hyperd-logs"))
+    shared = SharedHyper(HyperSettings(log_dir=str(tmp_path_factory.mktemp("hyperd-logs"))))
     yield shared
     shared.close()
 
