@@ -1,4 +1,7 @@
-"""Write, partition replace and load through Spark Connect (run as a script by a test)."""
+"""Write, partition replace and load through a Spark Connect server (run by a test).
+
+`connect_job.py URL DB` materialises as a client with no local Spark session at all.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +16,6 @@ from hyper_assets import HyperIOManager
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
 FRAME_TYPES: set[str] = set()
-SPARK = PySparkResource(
-    spark_config={"spark.remote": "local[2]", "spark.sql.session.timeZone": "Asia/Tokyo"}
-)
 
 
 @asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
@@ -29,13 +29,16 @@ def readings(context, pyspark: PySparkResource) -> DataFrame:
 
 
 @asset(ins={"readings": AssetIn(metadata={"columns": ["day", "at"]})})
-def summary(readings: DataFrame) -> DataFrame:
+def summary(readings: DataFrame, pyspark: PySparkResource) -> DataFrame:
     FRAME_TYPES.add(type(readings).__module__)
     return readings.groupBy("day").agg({"at": "max"}).withColumnRenamed("max(at)", "last_at")
 
 
-def main(database: str) -> None:
-    resources = {"io_manager": HyperIOManager(database=database), "pyspark": SPARK}
+def main(url: str, database: str) -> None:
+    spark = PySparkResource(
+        spark_config={"spark.remote": url, "spark.sql.session.timeZone": "Asia/Tokyo"}
+    )
+    resources = {"io_manager": HyperIOManager(database=database), "pyspark": spark}
     for day in ["2024-01-01", "2024-01-02", "2024-01-02"]:
         result = materialize([readings], resources=resources, partition_key=day)
         assert result.success
@@ -45,4 +48,4 @@ def main(database: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

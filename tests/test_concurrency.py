@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,7 +50,9 @@ def test_four_assets_in_four_processes_write_one_file(hyper, tmp_path):
         ]
 
 
-def _writer(database: Path, label: str, rows: int, staging: Path) -> subprocess.Popen:
+def _writer(
+    database: Path, label: str, rows: int, staging: Path, mode: str = "2024-01-02"
+) -> subprocess.Popen:
     env = {
         **os.environ,
         "HYPER_TEST_DB": str(database),
@@ -59,7 +62,7 @@ def _writer(database: Path, label: str, rows: int, staging: Path) -> subprocess.
         "PYTHONPATH": str(HERE),
     }
     return subprocess.Popen(
-        [sys.executable, str(HERE / "writer_job.py"), "2024-01-02"],
+        [sys.executable, str(HERE / "writer_job.py"), mode],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -91,17 +94,29 @@ def _labels(hyper, database: Path) -> list[list]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("moment", ["spark", "hyper+0.0", "hyper+0.3", "hyper+0.8", "hyper+1.5"])
-def test_kill_9_leaves_the_previous_committed_state(hyper, tmp_path, moment):
+@pytest.mark.parametrize(
+    ("mode", "moment"),
+    [
+        ("2024-01-02", "spark"),
+        ("2024-01-02", "hyper+0.0"),
+        ("2024-01-02", "hyper+0.3"),
+        ("2024-01-02", "hyper+0.8"),
+        ("2024-01-02", "hyper+1.5"),
+        ("full", "hyper+0.0"),
+        ("full", "hyper+0.6"),
+    ],
+)
+def test_kill_9_leaves_the_previous_committed_state(hyper, tmp_path, mode, moment):
+    """A partition replace, and a full refresh that swaps tables, killed mid-way."""
     rows = 1_500_000
     database = tmp_path / "big.hyper"
     staging = tmp_path / "tmp"
     staging.mkdir()
-    first = _writer(database, "old", rows, staging)
+    first = _writer(database, "old", rows, staging, mode)
     assert first.communicate(timeout=300)[0].strip().endswith(b"DONE")
     assert _labels(hyper, database) == [["old", rows, rows]]
 
-    second = _writer(database, "new", rows, staging)
+    second = _writer(database, "new", rows, staging, mode)
     deadline = time.monotonic() + 240
     if moment == "spark":
         while not list(staging.rglob("*.parquet")) and time.monotonic() < deadline:
@@ -116,19 +131,61 @@ def test_kill_9_leaves_the_previous_committed_state(hyper, tmp_path, moment):
     # Nothing partial, nothing doubled: exactly the old rows, or (if it finished) the new.
     labels = _labels(hyper, database)
     assert labels in ([["old", rows, rows]], [["new", rows, rows]])
-    if not finished and moment == "spark":
+    if moment in ("spark", "hyper+0.0"):
+        assert not finished
         assert labels == [["old", rows, rows]]
     # The next writer is not blocked by anything the killed one left behind.
-    third = _writer(database, "third", 1000, staging)
+    third = _writer(database, "third", 1000, staging, mode)
     assert third.communicate(timeout=300)[0].strip().endswith(b"DONE")
     assert _labels(hyper, database) == [["third", 1000, 1000]]
 
 
+@pytest.fixture
+def connect_server(tmp_path):
+    """A Spark Connect server from the pyspark distribution, on a free loopback port."""
+    import pyspark
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    server = subprocess.Popen(
+        [
+            str(submit),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master",
+            "local[2]",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            "spark.ui.enabled=false",
+        ],
+        stdout=(tmp_path / "connect-server.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert server.poll() is None, (tmp_path / "connect-server.log").read_text()[-2000:]
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the Spark Connect server did not start"
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        _kill(server)
+
+
 @pytest.mark.slow
-def test_spark_connect_write_partition_replace_and_load(hyper, tmp_path):
+def test_spark_connect_write_partition_replace_and_load(hyper, tmp_path, connect_server):
     database = tmp_path / "connect.hyper"
     completed = subprocess.run(
-        [sys.executable, str(HERE / "connect_job.py"), str(database)],
+        [sys.executable, str(HERE / "connect_job.py"), connect_server, str(database)],
         env={**os.environ, "PYTHONPATH": str(HERE)},
         capture_output=True,
         text=True,

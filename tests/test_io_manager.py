@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,10 +24,12 @@ from hyper_assets import (
     ConfigurationError,
     HyperIOManager,
     HyperResource,
+    IngestError,
     NullInNotNullColumnError,
     SchemaMismatchError,
     TableNotFoundError,
     UnsupportedTypeError,
+    ingest,
 )
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
@@ -408,3 +411,177 @@ def test_loading_a_missing_table_or_file_is_a_clear_error(spark, database):
     run([other], database)
     with pytest.raises(TableNotFoundError, match=r"Extract.ghost is not in"):
         materialize([ghost, reader], resources={"io_manager": io(database)}, selection=[reader])
+
+
+def test_a_key_naming_no_column_fails_before_any_row_is_written(spark, hyper, database):
+    meta = {"write_mode": "append"}
+
+    @asset(metadata=meta)
+    def ledger() -> DataFrame:
+        return spark.sql("SELECT id FROM range(3)")
+
+    run([ledger], database)
+    meta["primary_key"] = ["idd"]
+    with pytest.raises(ConfigurationError, match=r"\['idd'\], which are not columns"):
+        materialize([ledger], resources={"io_manager": io(database)})
+    assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".ledger') == [[3]]
+
+
+def test_a_changed_spark_type_is_a_schema_change(spark, hyper, database):
+    sql = {"v": "SELECT CAST(id AS TINYINT) AS n FROM range(3)"}
+    seen = {}
+
+    @asset(metadata={"write_mode": "append"})
+    def counts() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    @asset
+    def replaced() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    @asset
+    def reader(replaced: DataFrame) -> None:
+        seen["type"] = replaced.schema["n"].dataType.simpleString()
+        seen["max"] = replaced.agg({"n": "max"}).collect()[0][0]
+
+    run([counts, replaced], database)
+    sql["v"] = "SELECT CAST(id * 1000 AS SMALLINT) AS n FROM range(3)"
+    with pytest.raises(
+        SchemaMismatchError, match=r"'n' is SMALLINT in the new rows but SMALLINT \(Spark tinyint\)"
+    ):
+        materialize([counts], resources={"io_manager": io(database)})
+    assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".counts') == [[3]]
+    run([replaced, reader], database)
+    assert seen == {"type": "smallint", "max": 2000}
+
+
+def test_partition_expr_and_loads_with_awkward_names(spark, hyper, database):
+    @asset(
+        partitions_def=DAYS,
+        metadata={"partition_expr": "Event Day", "table": 'Ëvents "raw"'},
+    )
+    def awkward(context) -> DataFrame:
+        day = context.partition_key
+        return spark.sql(f"SELECT id AS `the.id`, DATE'{day}' AS `Event Day` FROM range(4)")
+
+    seen = {}
+
+    @asset(
+        partitions_def=DAYS,
+        ins={"awkward": AssetIn(metadata={"columns": ["the.id"]})},
+        metadata={"partition_expr": "Event Day"},
+    )
+    def picked(context, awkward: DataFrame) -> DataFrame:
+        seen["rows"] = sorted(r[0] for r in awkward.collect())
+        return awkward.selectExpr(f"DATE'{context.partition_key}' AS `Event Day`")
+
+    for day in ("2024-01-02", "2024-01-03"):
+        run([awkward], database, partition_key=day)
+    run([awkward, picked], database, partition_key="2024-01-03", selection=[picked])
+    assert seen == {"rows": [0, 1, 2, 3]}
+    assert query(
+        hyper, database, 'SELECT COUNT(*) FROM "Extract"."Ëvents ""raw""" GROUP BY "Event Day"'
+    ) == [[4], [4]]
+
+
+def test_timestamptz_partitions_use_instants(hyper, database):
+    new_york = DailyPartitionsDefinition(start_date="2024-01-01", timezone="America/New_York")
+
+    @asset(partitions_def=new_york, metadata={"partition_expr": "at"})
+    def pings(context) -> pa.Table:
+        window = context.partition_time_window
+        return pa.table(
+            {
+                "at": pa.array(
+                    [window.start, window.end - dt.timedelta(seconds=1)],
+                    pa.timestamp("us", tz="UTC"),
+                )
+            }
+        )
+
+    for day in ("2024-01-02", "2024-01-03", "2024-01-02"):
+        run([pings], database, partition_key=day)
+    assert query(
+        hyper, database, 'SELECT CAST(MIN("at") AS TEXT), COUNT(*) FROM "Extract".pings'
+    ) == [["2024-01-02 05:00:00+00", 4]]
+
+
+def test_upsert_refuses_repeated_and_null_keys(spark, hyper, database):
+    sql = {"v": "SELECT * FROM VALUES (1, 'a') AS t(k, v)"}
+
+    @asset(metadata={"write_mode": "upsert", "primary_key": ["k"]})
+    def users() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    run([users], database)
+    sql["v"] = "SELECT * FROM VALUES (1, 'b'), (1, 'c'), (CAST(NULL AS INT), 'd') AS t(k, v)"
+    with pytest.raises(SchemaMismatchError, match=r"1 key.*more than once and 1 row"):
+        materialize([users], resources={"io_manager": io(database)})
+    assert table_rows(hyper, database, '"Extract".users') == [(1, "a")]
+
+
+def test_an_older_file_version_is_explained(spark, hyper, database):
+    @asset
+    def small_money() -> DataFrame:
+        return spark.sql("SELECT CAST(1 AS DECIMAL(10, 2)) AS amount")
+
+    @asset
+    def big_money() -> DataFrame:
+        return spark.sql("SELECT CAST(1 AS DECIMAL(30, 2)) AS amount")
+
+    run([small_money], database)
+    with pytest.raises(UnsupportedTypeError, match="keeps the version it was created with"):
+        materialize([big_money], resources={"io_manager": io(database, default_database_version=3)})
+
+
+@pytest.mark.parametrize("change_columns", [False, True])
+def test_a_hyper_failure_mid_refresh_keeps_old_rows_columns_and_keys(
+    spark, hyper, database, monkeypatch, change_columns
+):
+    sql = {"v": "SELECT id, 'old' AS tag FROM range(3)"}
+
+    @asset(metadata={"primary_key": ["id"]})
+    def dim() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    run([dim], database)
+    sql["v"] = (
+        "SELECT id, 'new' AS tag" + (", 1 AS extra" if change_columns else "") + " FROM range(5)"
+    )
+    original = ingest._insert
+
+    def insert_then_fail(connection, write, target, files):
+        original(connection, write, target, files)
+        connection.execute_command("SELECT 1/0")
+
+    monkeypatch.setattr(ingest, "_insert", insert_then_fail)
+    with pytest.raises(IngestError, match="division by zero"):
+        materialize([dim], resources={"io_manager": io(database)})
+    assert table_rows(hyper, database, '"Extract".dim') == [(0, "old"), (1, "old"), (2, "old")]
+    assert query(
+        hyper,
+        database,
+        "SELECT cl.relname FROM pg_catalog.pg_class cl JOIN pg_catalog.pg_namespace ns "
+        "ON ns.oid = cl.relnamespace WHERE ns.nspname = 'Extract' AND cl.relkind = 'r'",
+    ) == [["dim"]]
+    assert query(hyper, database, "SELECT contype FROM pg_catalog.pg_constraint") == [["p"]]
+
+
+def test_staging_is_empty_after_success_and_failure(spark, database):
+    sql = {"v": "SELECT id FROM range(10)"}
+
+    @asset
+    def staged() -> DataFrame:
+        return spark.sql(sql["v"])
+
+    @asset
+    def reader(staged: DataFrame) -> None:
+        assert staged.count() == 10
+
+    run([staged, reader], database)
+    staging = database.parent / "staging"
+    assert list(staging.iterdir()) == []
+    sql["v"] = "SELECT CASE WHEN id = 3 THEN raise_error('boom') ELSE id END AS id FROM range(10)"
+    with pytest.raises(Exception, match="boom"):
+        materialize([staged], resources={"io_manager": io(database)})
+    assert list(staging.iterdir()) == []

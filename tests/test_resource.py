@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ def test_logs_go_to_log_dir_and_parameters_pass_through(tmp_path: Path, monkeypa
 
 
 def test_default_log_dir_is_not_the_working_directory(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
+    (tmp_path / "temp").mkdir()
     monkeypatch.chdir(tmp_path)
     assert default_log_dir() != Path.cwd()
     resource = HyperResource()
@@ -98,3 +101,19 @@ def test_loading_from_a_missing_file_is_a_clear_error(tmp_path: Path):
     ):
         pass
     assert not (tmp_path / "nowhere.hyper").exists()
+
+
+def test_resources_with_equal_settings_share_one_hyperd(tmp_path: Path):
+    first = HyperResource(log_dir=str(tmp_path))
+    second = HyperResource(log_dir=str(tmp_path))
+    other = HyperResource(log_dir=str(tmp_path), default_database_version=3)
+    try:
+        assert first.shared is second.shared
+        assert first.shared is not other.shared
+        process = first.shared.process
+        first.close()
+        assert process.is_open
+        second.close()
+        assert not process.is_open
+    finally:
+        other.close()

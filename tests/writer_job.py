@@ -62,10 +62,22 @@ def big(context, pyspark: PySparkResource) -> DataFrame:
     )
 
 
+@asset(name="big")
+def big_full(pyspark: PySparkResource) -> DataFrame:
+    """The whole table; the "new" label adds a column, so the refresh swaps tables."""
+    label = os.environ["HYPER_TEST_LABEL"]
+    rows = int(os.environ.get("HYPER_TEST_ROWS", "2000000"))
+    extra = ", id * 2 AS extra" if label == "new" else ""
+    return pyspark.spark_session.sql(
+        f"SELECT id, DATE'2024-01-02' AS day, '{label}' AS label{extra} FROM range({rows})"
+    )
+
+
 if __name__ == "__main__":
+    mode = sys.argv[1]
     result = materialize(
-        [big],
-        partition_key=sys.argv[1],
+        [big_full] if mode == "full" else [big],
+        partition_key=None if mode == "full" else mode,
         resources={"io_manager": HyperIOManager(database=DATABASE), "pyspark": SPARK},
     )
     print("DONE" if result.success else "FAILED", flush=True)
