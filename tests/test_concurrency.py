@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,6 +18,10 @@ from filelock import FileLock, Timeout
 from helpers import query
 
 HERE = Path(__file__).parent
+STEP_EVENT = re.compile(
+    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4}) - dagster - \w+ - four_tables - \S+ - "
+    r"(\d+) - (\w+) - (STEP_START|STEP_SUCCESS) - (.*)"
+)
 
 
 @pytest.mark.slow
@@ -40,10 +47,18 @@ def test_four_assets_in_four_processes_write_one_file(hyper, tmp_path):
         timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    step_pids = {
-        line.split(" - ")[5] for line in completed.stderr.splitlines() if "STEP_START" in line
-    }
-    assert len(step_pids) == 4
+    starts, seconds = {}, {}
+    for stamp, pid, step, event, text in STEP_EVENT.findall(completed.stderr):
+        if event == "STEP_START":
+            starts[step] = (dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S %z").timestamp(), pid)
+        else:
+            seconds[step] = float(re.search(r" in ([0-9.]+)s\.", text)[1])
+    assert len({pid for _, pid in starts.values()}) == 4
+    # Each step's work is Spark (seconds) and a short Hyper write: two steps that ran
+    # side by side for seconds ran their Spark work in parallel.
+    spans = sorted((starts[s][0], starts[s][0] + seconds[s]) for s in starts)
+    overlaps = [min(a[1], b[1]) - max(a[0], b[0]) for a, b in itertools.combinations(spans, 2)]
+    assert max(overlaps) > 2.0, spans
     for name in ("alpha", "beta", "gamma", "delta"):
         assert query(hyper, database, f'SELECT COUNT(*), MIN(source) FROM "Extract".{name}') == [
             [1000, name]

@@ -22,6 +22,7 @@ SPARK = PySparkResource(
     spark_config={
         "spark.master": "local[1]",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
     }
 )
