@@ -67,9 +67,10 @@ class HyperIOManager(ConfigurableIOManager):
         "Default: a local temp directory.",
     )
     staging_compression: str = Field(
-        default="none",
-        description="Parquet compression of staged files; 'none' is fastest on one machine, "
-        "'snappy' or 'zstd' save network on a cluster.",
+        default="snappy",
+        description="Parquet compression of staged files. 'snappy' (default) halves the "
+        "staged bytes and Spark's memory at no measurable cost here; 'none' and 'zstd' "
+        "also work.",
     )
 
     _staging: StagingArea | None = PrivateAttr(default=None)

@@ -100,9 +100,10 @@ def part_files(directory: Path) -> list[Path]:
 def stage_spark(df: DataFrame, directory: Path, compression: str) -> list[Path]:
     """Writes a Spark DataFrame (classic or Connect) as Parquet parts; nothing is collected."""
     target = directory / "parts"
-    prepare_frame(df).write.mode("overwrite").option("compression", compression).parquet(
-        str(target)
-    )
+    writer = prepare_frame(df).write.mode("overwrite").option("compression", compression)
+    # Dictionaries cost Spark time and mostly get thrown away on high-cardinality columns;
+    # the files are read once, locally (docs/performance.md).
+    writer.option("parquet.enable.dictionary", "false").parquet(str(target))
     return part_files(target)
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -14,14 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance
 from filelock import FileLock, Timeout
 from helpers import query
 
 HERE = Path(__file__).parent
-STEP_EVENT = re.compile(
-    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4}) - dagster - \w+ - four_tables - \S+ - "
-    r"(\d+) - (\w+) - (STEP_START|STEP_SUCCESS) - (.*)"
-)
 
 
 @pytest.mark.slow
@@ -47,16 +42,23 @@ def test_four_assets_in_four_processes_write_one_file(hyper, tmp_path):
         timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    starts, seconds = {}, {}
-    for stamp, pid, step, event, text in STEP_EVENT.findall(completed.stderr):
-        if event == "STEP_START":
-            starts[step] = (dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S %z").timestamp(), pid)
-        else:
-            seconds[step] = float(re.search(r" in ([0-9.]+)s\.", text)[1])
+    with DagsterInstance.from_config(str(home)) as instance:
+        (run,) = instance.get_runs()
+        events = [e for e in instance.all_logs(run.run_id) if e.dagster_event]
+    starts = {
+        e.step_key: (e.timestamp, e.dagster_event.pid)
+        for e in events
+        if e.dagster_event.event_type_value == "STEP_START"
+    }
+    ends = {
+        e.step_key: e.timestamp
+        for e in events
+        if e.dagster_event.event_type_value == "STEP_SUCCESS"
+    }
     assert len({pid for _, pid in starts.values()}) == 4
     # Each step's work is Spark (seconds) and a short Hyper write: two steps that ran
     # side by side for seconds ran their Spark work in parallel.
-    spans = sorted((starts[s][0], starts[s][0] + seconds[s]) for s in starts)
+    spans = sorted((starts[s][0], ends[s]) for s in starts)
     overlaps = [min(a[1], b[1]) - max(a[0], b[0]) for a, b in itertools.combinations(spans, 2)]
     assert max(overlaps) > 2.0, spans
     for name in ("alpha", "beta", "gamma", "delta"):
