@@ -1,0 +1,202 @@
+"""`landing_sensor`: one partitioned run per file that lands in a directory.
+
+A file version is its name, mtime (ns) and size. The cursor records the version of every
+matching file still in the directory, so a file is new exactly when its version is not
+the recorded one. Hence files landing in the same second, files moved in with an old
+mtime (`mv`, `cp -p`, `rsync -t`) and rewritten files are all seen, and nothing is seen
+twice. Files that disappear leave the cursor: it holds one entry per matching file
+present (about 50 bytes each), so archiving processed files keeps it small.
+
+The run key is `name:mtime_ns:size`. A rewritten file (new mtime or size) is a new
+arrival and runs its partition again; an unchanged file never runs twice, even after a
+cursor reset (Dagster skips run keys it has launched). Land files atomically: write to a
+name the pattern does not match, then rename, or a half-written file may start a run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dagster import (
+    DagsterInstance,
+    DefaultSensorStatus,
+    DynamicPartitionsDefinition,
+    JobDefinition,
+    PartitionsDefinition,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    sensor,
+)
+
+from hyper_assets.errors import ConfigurationError
+
+if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
+    from dagster._core.definitions.unresolved_asset_job_definition import (
+        UnresolvedAssetJobDefinition,
+    )
+
+LANDING_FILE_TAG = "hyper_assets/landing_file"
+_CURSOR_VERSION = 1
+
+Version = tuple[int, int]
+"""(mtime_ns, size) of a file."""
+
+
+def landing_sensor(
+    *,
+    job: JobDefinition | UnresolvedAssetJobDefinition,
+    directory: str | os.PathLike[str],
+    pattern: str,
+    partition_key: str | Callable[[str], str | None],
+    name: str | None = None,
+    minimum_interval_seconds: int = 30,
+    default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+) -> SensorDefinition:
+    """A sensor requesting one run of `job` per new file in `directory` matching `pattern`.
+
+    `pattern` is a file-name glob (`"flights_*.parquet"`, not recursive). `partition_key`
+    maps a file name to its partition: a regex searched in the name whose first group
+    (or whole match) is the key, or a callable returning the key or None. A file whose
+    key is not (yet) a partition of the job waits, named in the tick's log, and runs once
+    its partition exists (a daily partition once the day is over, a dynamic one once
+    added to the instance).
+    """
+    key_of = _key_function(partition_key)
+    if not pattern or "/" in pattern or os.sep in pattern:
+        raise ConfigurationError(
+            f"landing_sensor pattern {pattern!r} must be a file-name glob such as "
+            "'flights_*.parquet'; put the folder in directory=."
+        )
+    root = Path(directory)
+    sensor_name = name or f"{job.name}_landing_sensor"
+
+    @sensor(
+        job=job,
+        name=sensor_name,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=f"One run of {job.name} per new or rewritten {pattern} in {root}.",
+    )
+    def _landing(context: SensorEvaluationContext) -> SensorResult:
+        seen = _read_cursor(context.cursor, sensor_name)
+        present = _scan(root, pattern, sensor_name)
+        new = {n: v for n, v in present.items() if seen.get(n) != v}
+        partitions_def = _partitions_of(job, context)
+        arrivals: list[tuple[str, str]] = []
+        waiting: list[str] = []
+        for file_name in sorted(new):
+            key = key_of(file_name)
+            if key is not None and _is_partition(partitions_def, key, context.instance):
+                arrivals.append((key, file_name))
+            else:
+                waiting.append(file_name)
+        requests = [
+            RunRequest(
+                partition_key=key,
+                run_key=f"{n}:{new[n][0]}:{new[n][1]}",
+                tags={LANDING_FILE_TAG: str(root / n)},
+            )
+            for key, n in sorted(arrivals)
+        ]
+        cursor = _write_cursor({n: v for n, v in present.items() if n not in waiting})
+        note = f"{len(waiting)} file(s) give no partition of {job.name} yet: {waiting}"
+        if waiting and requests:
+            context.log.warning(note)
+        if requests:
+            return SensorResult(run_requests=requests, cursor=cursor)
+        return SensorResult(skip_reason=note if waiting else "No new files.", cursor=cursor)
+
+    return _landing
+
+
+def _key_function(partition_key: str | Callable[[str], str | None]) -> Callable[[str], str | None]:
+    if callable(partition_key):
+        return partition_key
+    try:
+        regex = re.compile(partition_key)
+    except re.error as error:
+        raise ConfigurationError(
+            f"landing_sensor partition_key {partition_key!r} is not a valid regex: {error}"
+        ) from error
+
+    def from_name(file_name: str) -> str | None:
+        match = regex.search(file_name)
+        if match is None:
+            return None
+        return match.group(1) if regex.groups else match.group(0)
+
+    return from_name
+
+
+def _partitions_of(
+    job: JobDefinition | UnresolvedAssetJobDefinition, context: SensorEvaluationContext
+) -> PartitionsDefinition | None:
+    """The job's partitions; an asset job infers them from its assets, in the repository."""
+    if job.partitions_def is not None or context.repository_def is None:
+        return job.partitions_def
+    return context.repository_def.get_job(job.name).partitions_def
+
+
+def _is_partition(
+    partitions_def: PartitionsDefinition | None, key: str, instance: DagsterInstance
+) -> bool:
+    """Whether `key` is a partition now; without a definition Dagster checks at launch."""
+    if partitions_def is None:
+        return True
+    if isinstance(partitions_def, DynamicPartitionsDefinition) and partitions_def.name:
+        return instance.has_dynamic_partition(partitions_def.name, key)
+    return partitions_def.has_partition_key(key)
+
+
+def _scan(root: Path, pattern: str, sensor_name: str) -> dict[str, Version]:
+    """Version of each regular file in `root` whose name matches `pattern`."""
+    if not root.is_dir():
+        raise ConfigurationError(
+            f"Landing directory {root.absolute()} of sensor {sensor_name} "
+            f"{'is not a directory' if root.exists() else 'does not exist'}: create it, or "
+            "point landing_sensor(directory=...) at the folder files land in."
+        )
+    found: dict[str, Version] = {}
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if not fnmatch.fnmatchcase(entry.name, pattern):
+                continue
+            try:
+                if not entry.is_file():
+                    continue
+                stat = entry.stat()
+            except FileNotFoundError:  # removed between listing and stat
+                continue
+            found[entry.name] = (stat.st_mtime_ns, stat.st_size)
+    return found
+
+
+def _read_cursor(cursor: str | None, sensor_name: str) -> dict[str, Version]:
+    if not cursor:
+        return {}
+    try:
+        data = json.loads(cursor)
+        if data["v"] != _CURSOR_VERSION:
+            raise ValueError(f"cursor version {data['v']}")
+        return {name: (int(m), int(s)) for name, (m, s) in data["files"].items()}
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigurationError(
+            f"The cursor of sensor {sensor_name} is not a landing_sensor cursor "
+            f"({cursor[:80]!r}). Clear it (UI: sensor > Set cursor, empty) to consider "
+            "every file again; run keys keep launched files from running twice."
+        ) from error
+
+
+def _write_cursor(files: dict[str, Version]) -> str:
+    return json.dumps(
+        {"v": _CURSOR_VERSION, "files": {n: list(v) for n, v in sorted(files.items())}},
+        separators=(",", ":"),
+    )
