@@ -145,3 +145,7 @@ class TableauJobCancelledError(TableauJobError):
 
 class TableauJobTimeoutError(TableauJobError):
     """A Tableau job did not complete within the time allowed; it may still be running."""
+
+
+class PublishError(HyperAssetsError):
+    """A publish could not finish; the outbox keeps every change it did not send."""

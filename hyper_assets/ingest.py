@@ -37,6 +37,7 @@ from hyper_assets.errors import (
     SchemaMismatchError,
     UnsupportedTypeError,
 )
+from hyper_assets.partitions import Window
 from hyper_assets.staging import staged_row_count
 from hyper_assets.tables import (
     Catalog,
@@ -61,7 +62,12 @@ class Write:
     columns: list[Column]
     mode: WriteMode = "replace"
     keys: Keys = field(default_factory=Keys)
-    where: str | None = None
+    window: Window | None = None
+
+    @property
+    def where(self) -> str | None:
+        """The SQL predicate of the partition window being written, if any."""
+        return self.window.sql if self.window else None
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,8 @@ def transaction(connection: Connection) -> Iterator[None]:
     connection.execute_command("COMMIT")
 
 
-def _source_sql(files: list[Path], columns: list[Column]) -> str:
+def source_sql(files: list[Path], columns: list[Column]) -> str:
+    """The staged Parquet `files` as a subquery `src` with `columns`' Hyper types."""
     paths = ", ".join(escape_string_literal(str(f)) for f in files)
     select = ", ".join(f"{c.load_sql} AS {escape_name(c.name)}" for c in columns)
     return f"(SELECT {select} FROM external(ARRAY[{paths}], FORMAT => 'parquet')) AS src"
@@ -97,7 +104,7 @@ def _insert(connection: Connection, write: Write, target: TableName, files: list
         return 0
     names = ", ".join(escape_name(c.name) for c in write.columns)
     where = f" WHERE {write.where}" if write.where else ""
-    source = _source_sql(files, write.columns)
+    source = source_sql(files, write.columns)
     return connection.execute_command(
         f"INSERT INTO {target} ({names}) SELECT {names} FROM {source}{where}"
     )
@@ -131,7 +138,7 @@ def _null_error(
         f"COUNT(*) FILTER (WHERE {escape_name(c.name)} IS NULL)" for c in write.columns
     )
     (row,) = connection.execute_list_query(
-        f"SELECT {counts} FROM {_source_sql(files, write.columns)}"
+        f"SELECT {counts} FROM {source_sql(files, write.columns)}"
     )
     catalog = Catalog(connection)
     stored = catalog.columns(write.table) if catalog.exists(write.table) else write.columns
@@ -213,7 +220,7 @@ def _delete_upserted(connection: Connection, write: Write, files: list[Path]) ->
     table, key = write.table, write.keys.primary_key
     names = ", ".join(escape_name(k) for k in key)
     any_null = " OR ".join(f"{escape_name(k)} IS NULL" for k in key)
-    source = _source_sql(files, write.columns)
+    source = source_sql(files, write.columns)
     ((repeated, nulls),) = connection.execute_list_query(
         f"SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {source} GROUP BY {names} "
         f"HAVING COUNT(*) > 1) AS d), (SELECT COUNT(*) FROM {source} WHERE {any_null})"

@@ -7,13 +7,15 @@ executors; Arrow: one Parquet file); the Hyper side is the ingest engine's.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster import (
+    AssetsDefinition,
     ConfigurableIOManager,
     InitResourceContext,
     InputContext,
@@ -25,11 +27,12 @@ from dagster import (
 )
 from pydantic import Field, PrivateAttr
 from pyspark.sql import DataFrame as SparkDataFrame
-from tableauhyperapi import TableName, escape_string_literal
+from tableauhyperapi import Connection, TableName, escape_string_literal
 
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
-from hyper_assets.ingest import Write, WriteMode, write_table
-from hyper_assets.partitions import partition_filter
+from hyper_assets.ingest import Write, WriteMode, WriteResult, transaction, write_table
+from hyper_assets.outbox import Outbox
+from hyper_assets.partitions import Window, partition_window
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
 from hyper_assets.staging import StagingArea, stage_arrow, stage_spark
@@ -116,7 +119,7 @@ class HyperIOManager(ConfigurableIOManager):
             columns,
             self._mode(context, metadata, label),
             _keys(metadata, table, label),
-            self._where(context, metadata, columns, label),
+            self._window(context, metadata, columns, label),
         )
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
@@ -125,8 +128,7 @@ class HyperIOManager(ConfigurableIOManager):
             else:
                 files = stage_arrow(obj, directory, self.staging_compression)
             staged = time.perf_counter()
-            with self.hyper.connect(self.database) as connection:
-                result = write_table(connection, write, files)
+            result = self._write(write, files)
         for note in result.notes:
             context.log.warning(note)
         context.add_output_metadata(
@@ -139,6 +141,59 @@ class HyperIOManager(ConfigurableIOManager):
             }
         )
 
+    def _write(self, write: Write, files: list[Path]) -> WriteResult:
+        with self.hyper.lock(self.database), self._recorded(write, files) as connection:
+            return write_table(connection, write, files)
+
+    @contextmanager
+    def _recorded(self, write: Write, files: list[Path]) -> Iterator[Connection]:
+        """A connection to make `write` through, recorded for the next publish.
+
+        The caller holds the database's lock. A write that fails leaves its record pending;
+        the next writer or publisher settles it (`hyper_assets.outbox`).
+        """
+        outbox = Outbox(self.database)
+        with self.hyper.open(self.database) as connection:
+            outbox.settle(connection)
+            change = outbox.record(connection, write, files)
+            yield connection
+        if change:
+            outbox.commit(change)
+
+    def delete_partitions(self, asset: AssetsDefinition, partition_keys: Sequence[str]) -> int:
+        """Deletes the rows of `partition_keys` of the partitioned `asset`; the rows deleted.
+
+        For rolling windows: drop the oldest days. The next publish deletes them on the
+        server too.
+        """
+        label = asset.key.to_user_string()
+        metadata = asset.metadata_by_key.get(asset.key, {})
+        if asset.partitions_def is None:
+            raise ConfigurationError(f"Asset {label} is not partitioned: it has no partitions.")
+        table = self.table_for(asset.key.path, metadata)
+        with self.hyper.lock(self.database):
+            with self.hyper.open(self.database, create=False) as connection:
+                columns = self._stored_columns(connection, table, label)
+            window = partition_window(
+                asset.partitions_def,
+                partition_keys,
+                metadata.get("partition_expr"),
+                columns,
+                table_label(table),
+            )
+            write = Write(table, columns, "partition", window=window)
+            with self._recorded(write, []) as connection, transaction(connection):
+                return connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
+
+    def _stored_columns(self, connection: Connection, table: TableName, asset: str) -> list[Column]:
+        catalog = Catalog(connection)
+        if not catalog.exists(table):
+            raise TableNotFoundError(
+                f"Table {table_label(table)} is not in {self.database}: materialise asset "
+                f"{asset} first."
+            )
+        return catalog.columns(table)
+
     def _mode(self, context: OutputContext, metadata: Mapping[str, Any], label: str) -> WriteMode:
         mode = metadata.get("write_mode")
         if mode is None:
@@ -150,16 +205,16 @@ class HyperIOManager(ConfigurableIOManager):
             )
         return mode
 
-    def _where(
+    def _window(
         self,
         context: OutputContext | InputContext,
         metadata: Mapping[str, Any],
         columns: list[Column],
         label: str,
-    ) -> str | None:
+    ) -> Window | None:
         if not context.has_asset_partitions:
             return None
-        return partition_filter(
+        return partition_window(
             context.asset_partitions_def,
             context.asset_partition_keys,
             metadata.get("partition_expr"),
@@ -197,17 +252,11 @@ class HyperIOManager(ConfigurableIOManager):
         as_arrow = context.dagster_type.typing_type is pa.Table
         path = self.staging.keep("load") / "table.parquet"
         with self.hyper.connect(self.database, create=False) as connection:
-            catalog = Catalog(connection)
-            if not catalog.exists(table):
-                raise TableNotFoundError(
-                    f"Table {label} is not in {self.database}: materialise asset "
-                    f"{context.asset_key.to_user_string()} first."
-                )
-            stored = catalog.columns(table)
+            stored = self._stored_columns(connection, table, context.asset_key.to_user_string())
             columns = _select(stored, wanted, label)
-            where = self._where(context, upstream_metadata, stored, label)
+            window = self._window(context, upstream_metadata, stored, label)
             select = ", ".join(export_sql(c) for c in columns)
-            query = f"SELECT {select} FROM {table}" + (f" WHERE {where}" if where else "")
+            query = f"SELECT {select} FROM {table}" + (f" WHERE {window.sql}" if window else "")
             connection.execute_command(
                 f"COPY ({query}) TO {escape_string_literal(str(path))} WITH (FORMAT => 'parquet')"
             )

@@ -1,4 +1,4 @@
-"""Dagster partitions to the SQL predicate that selects their rows.
+"""Dagster partitions to the window of rows they own: SQL for Hyper, JSON for the outbox.
 
 Time windows become `expr >= start AND expr < end` (never BETWEEN: it would take the
 next partition's first instant); a single-run backfill arrives as one wide window.
@@ -11,7 +11,9 @@ expression per dimension and AND them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from dagster import (
     MultiPartitionsDefinition,
@@ -24,38 +26,123 @@ from hyper_assets.errors import ConfigurationError
 from hyper_assets.types import Column
 
 
-def _timestamp(value: datetime, instant: bool) -> str:
-    """A window bound: an instant for TIMESTAMPTZ columns, else the wall clock."""
-    if instant:
-        return "TIMESTAMPTZ " + escape_string_literal(value.isoformat(sep=" "))
-    naive = value.replace(tzinfo=None)
-    return "TIMESTAMP " + escape_string_literal(naive.isoformat(sep=" "))
+@dataclass(frozen=True)
+class TimeRange:
+    """`expr >= start AND expr < end`; `instant` for TIMESTAMPTZ columns, else wall clocks."""
+
+    expr: str
+    is_column: bool
+    start: datetime
+    end: datetime
+    instant: bool
+
+    @property
+    def sql(self) -> str:
+        ref = escape_name(self.expr) if self.is_column else self.expr
+        return f"({ref} >= {self._bound(self.start)} AND {ref} < {self._bound(self.end)})"
+
+    def _bound(self, value: datetime) -> str:
+        if self.instant:
+            return "TIMESTAMPTZ " + escape_string_literal(value.isoformat(sep=" "))
+        naive = value.replace(tzinfo=None)
+        return "TIMESTAMP " + escape_string_literal(naive.isoformat(sep=" "))
+
+    def contains(self, other: Dimension) -> bool:
+        return (
+            isinstance(other, TimeRange)
+            and (other.expr, other.is_column) == (self.expr, self.is_column)
+            and self.start <= other.start
+            and other.end <= self.end
+        )
 
 
-def _dimension_filter(
+@dataclass(frozen=True)
+class KeySet:
+    """`expr IN (values)` for static and dynamic partitions."""
+
+    expr: str
+    is_column: bool
+    values: tuple[str, ...]
+
+    @property
+    def sql(self) -> str:
+        ref = escape_name(self.expr) if self.is_column else self.expr
+        return f"{ref} IN ({', '.join(escape_string_literal(v) for v in self.values)})"
+
+    def contains(self, other: Dimension) -> bool:
+        return (
+            isinstance(other, KeySet)
+            and (other.expr, other.is_column) == (self.expr, self.is_column)
+            and set(other.values) <= set(self.values)
+        )
+
+
+Dimension = TimeRange | KeySet
+
+
+@dataclass(frozen=True)
+class Window:
+    """The rows some partitions own: the AND of one condition per partition dimension."""
+
+    dimensions: tuple[Dimension, ...]
+
+    @property
+    def sql(self) -> str:
+        return " AND ".join(d.sql for d in self.dimensions)
+
+    def contains(self, other: Window) -> bool:
+        """True when every row of `other` is a row of this window."""
+        return len(self.dimensions) == len(other.dimensions) and all(
+            mine.contains(theirs)
+            for mine, theirs in zip(self.dimensions, other.dimensions, strict=True)
+        )
+
+    def to_json(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for d in self.dimensions:
+            item: dict[str, Any] = {"expr": d.expr, "is_column": d.is_column}
+            if isinstance(d, TimeRange):
+                item |= {"start": d.start.isoformat(), "end": d.end.isoformat()}
+                item["instant"] = d.instant
+            else:
+                item["values"] = list(d.values)
+            out.append(item)
+        return out
+
+    @classmethod
+    def from_json(cls, items: list[dict[str, Any]]) -> Window:
+        dimensions: list[Dimension] = []
+        for item in items:
+            if "values" in item:
+                dimensions.append(KeySet(item["expr"], item["is_column"], tuple(item["values"])))
+            else:
+                start, end = (datetime.fromisoformat(item[k]) for k in ("start", "end"))
+                dimensions.append(
+                    TimeRange(item["expr"], item["is_column"], start, end, item["instant"])
+                )
+        return cls(tuple(dimensions))
+
+
+def _dimension(
     expr: str, definition: PartitionsDefinition, keys: Sequence[str], columns: Sequence[Column]
-) -> str:
-    by_name = {c.name: c for c in columns}
-    column = by_name.get(expr)
-    sql = escape_name(expr) if column else expr
+) -> Dimension:
+    column = {c.name: c for c in columns}.get(expr)
     if isinstance(definition, TimeWindowPartitionsDefinition):
         instant = column is not None and column.sql_type.tag == TypeTag.TIMESTAMP_TZ
         windows = [definition.time_window_for_partition_key(k) for k in keys]
-        start = _timestamp(min(w.start for w in windows), instant)
-        end = _timestamp(max(w.end for w in windows), instant)
-        return f"({sql} >= {start} AND {sql} < {end})"
-    values = ", ".join(escape_string_literal(k) for k in sorted(set(keys)))
-    return f"{sql} IN ({values})"
+        start, end = min(w.start for w in windows), max(w.end for w in windows)
+        return TimeRange(expr, column is not None, start, end, instant)
+    return KeySet(expr, column is not None, tuple(sorted(set(keys))))
 
 
-def partition_filter(
+def partition_window(
     definition: PartitionsDefinition,
     keys: Sequence[str],
     partition_expr: str | Mapping[str, str] | None,
     columns: Sequence[Column],
     asset: str,
-) -> str:
-    """The SQL predicate selecting `keys` of `definition` in a table with `columns`.
+) -> Window:
+    """The window of `keys` of `definition` in a table with `columns`.
 
     `partition_expr` naming a column is quoted; anything else is the user's SQL.
     """
@@ -70,7 +157,7 @@ def partition_filter(
             raise ConfigurationError(
                 f"Metadata partition_expr of {asset} must be a column name or SQL expression."
             )
-        return _dimension_filter(partition_expr, definition, keys, columns)
+        return Window((_dimension(partition_expr, definition, keys, columns),))
     if not isinstance(partition_expr, Mapping):
         raise ConfigurationError(
             f"Asset {asset} has multi-partitions: partition_expr must map each dimension "
@@ -87,5 +174,5 @@ def partition_filter(
             definition.get_partition_key_from_str(k).keys_by_dimension[dimension.name] for k in keys
         ]
         expr = partition_expr[dimension.name]
-        parts.append(_dimension_filter(expr, dimension.partitions_def, dim_keys, columns))
-    return " AND ".join(parts)
+        parts.append(_dimension(expr, dimension.partitions_def, dim_keys, columns))
+    return Window(tuple(parts))

@@ -80,26 +80,41 @@ class HyperResource(ConfigurableResource):
         Waits up to `lock_timeout_seconds` for other writers; raises `DatabaseLockedError`
         past that, and `TableNotFoundError` when `create` is False and the file is missing.
         """
+        with self.lock(database), self.open(database, create=create) as connection:
+            yield connection
+
+    @contextmanager
+    def lock(self, database: str | Path) -> Iterator[None]:
+        """Holds the inter-process lock beside `database`: one writer at a time.
+
+        Hold it around several connections, or a connection and the files kept beside the
+        database (the change outbox), to make them one step for other processes.
+        """
         path = Path(database).absolute()
-        if not create and not path.exists():
-            raise TableNotFoundError(
-                f"The database {path} does not exist: materialise an asset into it first."
-            )
         path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_seconds
         lock = FileLock(f"{path}.lock")
         try:
             lock.acquire(timeout=self.lock_timeout_seconds)
         except Timeout as error:
             raise self._locked(path) from error
         try:
-            connection = self._open(path, deadline)
-            try:
-                yield connection
-            finally:
-                connection.close()
+            yield
         finally:
             lock.release()
+
+    @contextmanager
+    def open(self, database: str | Path, *, create: bool = True) -> Iterator[Connection]:
+        """A connection to `database` for a caller that holds `lock(database)`."""
+        path = Path(database).absolute()
+        if not create and not path.exists():
+            raise TableNotFoundError(
+                f"The database {path} does not exist: materialise an asset into it first."
+            )
+        connection = self._open(path, time.monotonic() + self.lock_timeout_seconds)
+        try:
+            yield connection
+        finally:
+            connection.close()
 
     def _open(self, path: Path, deadline: float) -> Connection:
         delay = 0.05

@@ -3,6 +3,7 @@
 emulator.faults.fail_requests("PATCH", r"/data$", status=429, retry_after=3)
 emulator.faults.drop_after_accept("PATCH", r"/data$")   # applied, but no reply
 emulator.faults.fail_next_job("disk full")
+emulator.faults.expire_sessions_before("PATCH", r"/data$")  # the token expires mid-publish
 emulator.faults.pause_jobs(); ...; emulator.faults.resume_jobs()
 """
 
@@ -34,6 +35,7 @@ class Faults:
         self._lock = threading.Lock()
         self._failures: list[RequestFault] = []
         self._drops: list[RequestFault] = []
+        self._expiries: list[RequestFault] = []
         self._job_failures: list[str] = []
         self._jobs_running = threading.Event()
         self._jobs_running.set()
@@ -57,6 +59,18 @@ class Faults:
         with self._lock:
             self._drops.append(RequestFault(method.upper(), _pattern(path_pattern), count))
 
+    def expire_sessions_before(self, method: str, path_pattern: str, *, count: int = 1) -> None:
+        """End every session just before the next `count` matching requests (they get 401)."""
+        with self._lock:
+            self._expiries.append(RequestFault(method.upper(), _pattern(path_pattern), count))
+
+    def clear(self) -> None:
+        """Disarm every request fault not yet taken."""
+        with self._lock:
+            self._failures.clear()
+            self._drops.clear()
+            self._expiries.clear()
+
     def fail_next_job(self, message: str = "Injected job failure.") -> None:
         """Make the next update job fail with `message` in its notes, changing nothing."""
         with self._lock:
@@ -74,6 +88,9 @@ class Faults:
 
     def take_drop(self, method: str, path: str) -> bool:
         return self._take(self._drops, method, path) is not None
+
+    def take_expiry(self, method: str, path: str) -> bool:
+        return self._take(self._expiries, method, path) is not None
 
     def take_job_failure(self) -> str | None:
         with self._lock:

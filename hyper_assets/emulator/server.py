@@ -133,6 +133,8 @@ class Api:
             err = RestApiError(fault.status, f"{fault.status}000", "Injected fault", "Retry later.")
             retry = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
             return Reply(fault.status, error_nodes(err), retry)
+        if self.faults.take_expiry(method, path):
+            self.sessions.expire_all()
         try:
             request = Request(method, path, dict(parse_qsl(url.query)), headers, body)
             route = self._resolve(request)

@@ -203,6 +203,11 @@ class TableauClient:
         self._token: str | None = None
         self._site_id = ""
 
+    @property
+    def site_url(self) -> str:
+        """Where this client publishes: the server URL and the site's content URL."""
+        return f"{self._config.server_url.rstrip('/')}/#/site/{self._config.site}"
+
     # --- session -----------------------------------------------------------------------------
 
     @property

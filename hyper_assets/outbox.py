@@ -1,0 +1,212 @@
+"""The change outbox: what each write changed since the last publish, kept beside the database.
+
+A publish sends only what changed. Once a first publish has started tracking (before it,
+a publish sends the whole file), every write through `HyperIOManager` records one change
+in `<database>.outbox/`:
+
+- `replace` of a table, `partition` window of a table: the publish sends the table's (or
+  the window's) rows as they are then, so nothing else is kept, and sending twice is
+  harmless;
+- `append`: the appended rows, captured in `<seq>.hyper` before they are inserted;
+- `upsert`: the upserted keys, captured likewise; the publish sends the table's current
+  rows for those keys.
+
+Writers and publishers touch the outbox only while holding the database's lock. A change
+is written as `<seq>.pending.json` before the write and renamed to `<seq>.json` once the
+connection has closed, that is once the write is durable. A pending record left behind by
+a crash or an error is settled by the next holder of the lock: an append by comparing the
+table's row count with the count recorded before it, the others by keeping them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from tableauhyperapi import Connection, TableName, escape_name
+
+from hyper_assets.ingest import Write, source_sql
+from hyper_assets.partitions import Window
+from hyper_assets.staging import staged_row_count
+from hyper_assets.tables import Catalog
+
+ChangeKind = Literal["replace", "partition", "append", "upsert"]
+
+#: The table inside `<seq>.hyper` that holds captured rows or keys.
+CAPTURED = TableName("public", "captured")
+_ALIAS = "hyper_assets_outbox"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One recorded write. `uncertain`: a crashed append whose outcome cannot be told."""
+
+    seq: int
+    kind: ChangeKind
+    table: TableName
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    window: Window | None = None
+    key: tuple[str, ...] = ()
+    rows: int = 0
+    rows_before: int | None = None
+    uncertain: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "id": self.id,
+            "kind": self.kind,
+            "schema": self.table.schema_name.name.unescaped,
+            "table": self.table.name.unescaped,
+            "window": self.window.to_json() if self.window else None,
+            "key": list(self.key),
+            "rows": self.rows,
+            "rows_before": self.rows_before,
+            "uncertain": self.uncertain,
+            "recorded_at": datetime.now(UTC).isoformat(),
+        }
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Change:
+        window = body.get("window")
+        return cls(
+            seq=body["seq"],
+            id=body["id"],
+            kind=body["kind"],
+            table=TableName(body["schema"], body["table"]),
+            window=Window.from_json(window) if window else None,
+            key=tuple(body["key"]),
+            rows=body["rows"],
+            rows_before=body["rows_before"],
+            uncertain=body["uncertain"],
+        )
+
+
+def write_json(path: Path, body: object) -> None:
+    """Writes `path` atomically and durably: a crash leaves the old file or the new one."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    with temporary.open("w") as out:
+        json.dump(body, out, indent=1)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    sync_directory(path.parent)
+
+
+def sync_directory(directory: Path) -> None:
+    """Makes renames and removals in `directory` durable."""
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+class Outbox:
+    """The changes recorded beside one `.hyper` file. Use it while holding the file's lock."""
+
+    def __init__(self, database: str | Path) -> None:
+        self.database = Path(database).absolute()
+        self.directory = self.database.with_name(self.database.name + ".outbox")
+        self._state = self.directory / "state.json"
+
+    @property
+    def tracking(self) -> bool:
+        """Whether writes are recorded: true from the first publish on."""
+        return self._state.exists()
+
+    def start_tracking(self) -> None:
+        if not self.tracking:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_json(self._state, {"next_seq": 1})
+
+    def rows_path(self, change: Change) -> Path:
+        """The `.hyper` holding an append's rows or an upsert's keys (table `CAPTURED`)."""
+        return self.directory / f"{change.seq:08d}.hyper"
+
+    def _path(self, seq: int, pending: bool) -> Path:
+        return self.directory / f"{seq:08d}{'.pending' if pending else ''}.json"
+
+    def changes(self) -> list[Change]:
+        """The committed changes, oldest first."""
+        paths = sorted(self.directory.glob("[0-9]*[0-9].json")) if self.tracking else []
+        return [Change.from_json(json.loads(p.read_text())) for p in paths]
+
+    def record(self, connection: Connection, write: Write, files: list[Path]) -> Change | None:
+        """Before `write` runs: its pending record, and the rows or keys it must keep.
+
+        Returns None when nothing needs recording (no tracking yet, or no rows to add).
+        """
+        if not self.tracking or (write.mode in ("append", "upsert") and not files):
+            return None
+        seq = json.loads(self._state.read_text())["next_seq"]
+        write_json(self._state, {"next_seq": seq + 1})
+        change = Change(seq, write.mode, write.table, window=write.window)
+        captured = None
+        if write.mode == "append":
+            before = _count(connection, write.table)
+            change = replace(change, rows=staged_row_count(files), rows_before=before)
+            captured = "*"
+        elif write.mode == "upsert":
+            change = replace(change, key=write.keys.primary_key, rows=staged_row_count(files))
+            captured = "DISTINCT " + ", ".join(escape_name(k) for k in change.key)
+        write_json(self._path(seq, pending=True), change.to_json())
+        if captured:
+            source = source_sql(files, write.columns)
+            self._capture(connection, change, f"SELECT {captured} FROM {source}")
+        return change
+
+    def _capture(self, connection: Connection, change: Change, select: str) -> None:
+        """Stores the rows of `select` in the change's own `.hyper`, durably (detached)."""
+        path = escape_name(str(self.rows_path(change)))
+        connection.execute_command(f"CREATE DATABASE IF NOT EXISTS {path}")
+        connection.execute_command(f"ATTACH DATABASE {path} AS {escape_name(_ALIAS)}")
+        try:
+            connection.execute_command(f"DROP TABLE IF EXISTS {_ALIAS}.{CAPTURED}")
+            connection.execute_command(f"CREATE TABLE {_ALIAS}.{CAPTURED} AS ({select})")
+        finally:
+            connection.execute_command(f"DETACH DATABASE {escape_name(_ALIAS)}")
+
+    def commit(self, change: Change) -> None:
+        """After the write is durable (its connection closed): the change is to be sent."""
+        pending = self._path(change.seq, pending=True)
+        if pending.exists():
+            os.replace(pending, self._path(change.seq, pending=False))
+            sync_directory(self.directory)
+
+    def settle(self, connection: Connection) -> None:
+        """Commits or drops the pending records a crash or an error left behind."""
+        for path in sorted(self.directory.glob("*.pending.json")) if self.tracking else []:
+            change = Change.from_json(json.loads(path.read_text()))
+            if change.kind == "append":
+                count = _count(connection, change.table)
+                if count == change.rows_before:
+                    self.clear([change])
+                    continue
+                if count != change.rows_before + change.rows:
+                    change = replace(change, uncertain=True)
+                    write_json(path, change.to_json())
+            self.commit(change)
+
+    def clear(self, changes: list[Change]) -> None:
+        """Forgets changes that were sent (or made moot by a whole-file publish)."""
+        for change in changes:
+            for path in (
+                self._path(change.seq, pending=False),
+                self._path(change.seq, pending=True),
+                self.rows_path(change),
+            ):
+                path.unlink(missing_ok=True)
+        if changes:
+            sync_directory(self.directory)
+
+
+def _count(connection: Connection, table: TableName) -> int:
+    if not Catalog(connection).exists(table):
+        return 0
+    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))

@@ -1,0 +1,152 @@
+"""The publish as a Dagster op, and as an asset downstream of the tables it publishes.
+
+Both read the `.hyper` file's path and Hyper settings from the `HyperIOManager` under
+`io_manager_key` and the server from the `TableauServerResource` under `tableau_key`:
+
+    published = tableau_datasource_asset(
+        datasource="Flights", project="Default", deps=[airlines, flights]
+    )
+"""
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from hyper_assets.errors import ConfigurationError
+from hyper_assets.io_manager import HyperIOManager
+from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.publish import DEFAULT_MAX_PAYLOAD_BYTES, Publisher, PublishResult
+
+
+class PublishConfig(dg.Config):
+    """Run configuration of a publish."""
+
+    full: bool = Field(
+        default=False,
+        description="Publish the whole file, overwriting the data source, and drop an "
+        "unfinished plan. Use it when an update keeps failing.",
+    )
+
+
+def _publish(
+    context: dg.OpExecutionContext,
+    config: PublishConfig,
+    datasource: str,
+    project: str,
+    io_manager_key: str,
+    tableau_key: str,
+    max_payload_bytes: int,
+) -> dict[str, Any]:
+    io_manager = getattr(context.resources, io_manager_key)
+    tableau = getattr(context.resources, tableau_key)
+    if not isinstance(io_manager, HyperIOManager) or not isinstance(tableau, TableauServerResource):
+        raise ConfigurationError(
+            f"Publishing {datasource!r} needs a HyperIOManager under resource key "
+            f"{io_manager_key!r} and a TableauServerResource under {tableau_key!r}; found "
+            f"{type(io_manager).__name__} and {type(tableau).__name__}."
+        )
+    with tableau.client() as client:
+        publisher = Publisher(
+            io_manager.database,
+            io_manager.hyper,
+            client,
+            datasource,
+            project,
+            max_payload_bytes=max_payload_bytes,
+            logger=context.log,  # type: ignore[arg-type]
+        )
+        return publish_metadata(publisher.publish(full=config.full))
+
+
+def publish_metadata(result: PublishResult) -> dict[str, Any]:
+    """A publish's result as Dagster metadata."""
+    return {
+        "datasource_id": result.datasource_id,
+        "publish": result.kind,
+        "reason": result.reason,
+        "job_ids": dg.MetadataValue.json(list(result.job_ids)),
+        "batches": result.batches,
+        "payload_bytes": result.payload_bytes,
+        "rows": dg.MetadataValue.json(list(result.rows)),
+        "changes_sent": result.changes,
+        "seconds": result.seconds,
+    }
+
+
+def _key(datasource: str) -> str:
+    return "tableau_" + (re.sub(r"\W+", "_", datasource).strip("_").lower() or "datasource")
+
+
+def tableau_datasource_asset(
+    *,
+    datasource: str,
+    project: str,
+    deps: Sequence[dg.AssetsDefinition | dg.AssetKey | dg.AssetDep | str],
+    key: str | Sequence[str] | dg.AssetKey | None = None,
+    group_name: str | None = None,
+    io_manager_key: str = "io_manager",
+    tableau_key: str = "tableau",
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    automation_condition: dg.AutomationCondition | None = None,
+) -> dg.AssetsDefinition:
+    """An asset that publishes the `.hyper` file as data source `datasource` of `project`.
+
+    Put the tables it publishes in `deps`, so the graph shows where the data source comes
+    from. The first run publishes the whole file; later runs send what changed.
+    """
+
+    @dg.asset(
+        key=dg.AssetKey.from_coercible(key or _key(datasource)),
+        deps=deps,
+        kinds={"tableau"},
+        group_name=group_name,
+        required_resource_keys={io_manager_key, tableau_key},
+        metadata={"datasource": datasource, "project": project},
+        automation_condition=automation_condition,
+        description=f"Tableau data source {datasource!r} in project {project!r}.",
+    )
+    def publish_datasource(
+        context: dg.AssetExecutionContext, config: PublishConfig
+    ) -> dg.MaterializeResult:
+        metadata = _publish(
+            context.op_execution_context,
+            config,
+            datasource,
+            project,
+            io_manager_key,
+            tableau_key,
+            max_payload_bytes,
+        )
+        return dg.MaterializeResult(metadata=metadata)
+
+    return publish_datasource
+
+
+def build_publish_op(
+    *,
+    datasource: str,
+    project: str,
+    name: str = "publish_to_tableau",
+    io_manager_key: str = "io_manager",
+    tableau_key: str = "tableau",
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> dg.OpDefinition:
+    """An op that publishes the `.hyper` file; wire its `start` input after the writes."""
+
+    @dg.op(
+        name=name,
+        ins={"start": dg.In(dg.Nothing)},
+        out=dg.Out(dg.Nothing),
+        required_resource_keys={io_manager_key, tableau_key},
+        tags={"dagster/kind/tableau": ""},
+    )
+    def publish_op(context: dg.OpExecutionContext, config: PublishConfig) -> dg.Output[None]:
+        metadata = _publish(
+            context, config, datasource, project, io_manager_key, tableau_key, max_payload_bytes
+        )
+        return dg.Output(None, metadata=metadata)
+
+    return publish_op

@@ -1,0 +1,164 @@
+"""From recorded changes to the net change of each table, and the actions that send it.
+
+Per table, in the order tables were first changed:
+
+- a full refresh, or kinds that mix, become one `replace` with the table's current rows;
+- partition windows become `delete` of the window + `insert` of its current rows, once
+  per window (a window inside another one written since the last publish is dropped);
+- appends become one `insert` of the captured rows;
+- upserts become one `upsert`, on the key, of the table's current rows for the keys.
+
+Sending current rows makes a change that is sent twice, or whose write failed after it
+was recorded, harmless: the server ends up with what the local file holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from tableauhyperapi import SqlType, TableName, TypeTag
+
+from hyper_assets.outbox import Change
+from hyper_assets.partitions import TimeRange, Window
+from hyper_assets.tableau.actions import (
+    Action,
+    And,
+    Condition,
+    Const,
+    Delete,
+    Eq,
+    Gte,
+    Insert,
+    Lt,
+    Or,
+    Replace,
+    Upsert,
+)
+
+StepKind = Literal["replace", "window", "insert", "upsert"]
+
+#: The schema of every table in a payload file.
+PAYLOAD_SCHEMA = "payload"
+
+_INTEGERS = (TypeTag.SMALL_INT, TypeTag.INT, TypeTag.BIG_INT)
+_TEXTS = (TypeTag.TEXT, TypeTag.VARCHAR, TypeTag.CHAR)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The net change of one table; `condition` is the window's, for `window` steps."""
+
+    kind: StepKind
+    table: TableName
+    changes: tuple[Change, ...]
+    window: Window | None = None
+    condition: Condition | None = None
+    key: tuple[str, ...] = ()
+
+
+def net_steps(
+    changes: Sequence[Change], column_types: Mapping[TableName, Mapping[str, SqlType]]
+) -> list[Step]:
+    """The steps that bring a server copy from the last publish to the local file.
+
+    `column_types` has the current columns of each changed table that still exists; a
+    table missing from it is skipped (a write that created it failed).
+    """
+    by_table: dict[TableName, list[Change]] = {}
+    for change in changes:
+        by_table.setdefault(change.table, []).append(change)
+    steps: list[Step] = []
+    for table, mine in by_table.items():
+        if table in column_types:
+            steps += _table_steps(table, tuple(mine), column_types[table])
+    return steps
+
+
+def _table_steps(
+    table: TableName, changes: tuple[Change, ...], types: Mapping[str, SqlType]
+) -> list[Step]:
+    kinds = {c.kind for c in changes}
+    replace = [Step("replace", table, changes)]
+    if kinds == {"append"}:
+        return [Step("insert", table, changes)]
+    if kinds == {"upsert"} and len({c.key for c in changes}) == 1:
+        return [Step("upsert", table, changes, key=changes[0].key)]
+    if kinds != {"partition"}:
+        return replace
+    windows = list(dict.fromkeys(c.window for c in changes))
+    kept = [w for w in windows if w and not any(o != w and o.contains(w) for o in windows if o)]
+    conditions = [window_condition(w, types) for w in kept]
+    if None in windows or None in conditions:
+        return replace
+    return [
+        Step("window", table, changes, window=w, condition=c)
+        for w, c in zip(kept, conditions, strict=True)
+    ]
+
+
+def window_condition(window: Window, types: Mapping[str, SqlType]) -> Condition | None:
+    """The window as a Tableau condition, or None when conditions cannot express it.
+
+    Wall-clock bounds (DATE and TIMESTAMP columns) are sent as UTC date-times holding the
+    same wall clock; TIMESTAMPTZ bounds as instants.
+    """
+    parts: list[Condition] = []
+    for dimension in window.dimensions:
+        if not dimension.is_column or dimension.expr not in types:
+            return None
+        column = dimension.expr
+        if isinstance(dimension, TimeRange):
+            start, end = (
+                Const.datetime(_instant(v, dimension.instant))
+                for v in (dimension.start, dimension.end)
+            )
+            parts += [Gte(column, const=start), Lt(column, const=end)]
+            continue
+        consts = [_key_const(v, types[column]) for v in dimension.values]
+        if any(c is None for c in consts):
+            return None
+        matches: list[Condition] = [Eq(column, const=c) for c in consts]
+        parts.append(matches[0] if len(matches) == 1 else Or(matches))
+    return And(parts)
+
+
+def _instant(value: datetime, instant: bool) -> datetime:
+    return value if instant else value.replace(tzinfo=UTC)
+
+
+def _key_const(value: str, sql_type: SqlType) -> Const | None:
+    if sql_type.tag in _TEXTS:
+        return Const.string(value)
+    if sql_type.tag in _INTEGERS and value.lstrip("-").isdigit():
+        return Const.integer(int(value))
+    return None
+
+
+def step_actions(step: Step, source: str | None, first: bool) -> list[Action]:
+    """The actions for one payload table `source` of `step` (None: the step has no rows).
+
+    A step split over several payloads sends its delete or replace with the first part
+    only; the other parts insert (or upsert) their rows.
+    """
+    target = {
+        "target_schema": step.table.schema_name.name.unescaped,
+        "target_table": step.table.name.unescaped,
+    }
+    actions: list[Action] = []
+    if step.kind == "window" and first:
+        assert step.condition is not None
+        actions.append(Delete(**target, condition=step.condition))
+    if source is None:
+        return actions
+    rows = {"source_schema": PAYLOAD_SCHEMA, "source_table": source, **target}
+    if step.kind == "replace" and first:
+        actions.append(Replace(**rows))
+    elif step.kind == "upsert":
+        match = And([Eq(k, source_col=k) for k in step.key])
+        actions.append(Upsert(**rows, condition=match))
+    else:
+        actions.append(Insert(**rows))
+    return actions

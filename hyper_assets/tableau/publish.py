@@ -1,0 +1,430 @@
+"""Publish a `.hyper` file to a Tableau data source: whole the first time, then what changed.
+
+A publish makes a plan while holding the database's lock, saves it in
+`<database>.outbox/plan/`, and then sends it:
+
+- a *full* plan holds a copy of the file, published with overwrite. It is made for the
+  first publish, when asked, when the data source is gone from the server, when a table
+  was added or changed its columns or keys, and when a crash left an append whose
+  outcome cannot be told;
+- an *update* plan holds batches, each a payload file and its actions, which the server
+  applies atomically, in order (`hyper_assets.tableau.changes` says which actions).
+
+The plan and its progress are saved around every request, so a re-run after a crash at
+any point resumes it. Each batch's RequestID is derived from the plan, the changes it
+carries and its attempt number: a batch the server accepted but whose job was never
+seen is sent again with the same RequestID, which the server runs once. A failed job
+bumps the attempt (the server answers a RequestID with its first job for 24 hours), and
+the next run sends the batch again. Changes leave the outbox only once the plan carrying
+them has succeeded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tableauhyperapi import Connection, TableName
+
+from hyper_assets.errors import (
+    PublishError,
+    TableauJobError,
+    TableauJobTimeoutError,
+)
+from hyper_assets.outbox import Change, Outbox, write_json
+from hyper_assets.resource import HyperResource
+from hyper_assets.tableau.actions import parse_batch
+from hyper_assets.tableau.changes import net_steps
+from hyper_assets.tableau.client import MEGABYTE, Job, TableauClient
+from hyper_assets.tableau.payload import build_parts, pack, write_batch
+from hyper_assets.tables import Catalog, table_label
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_PAYLOAD_BYTES = 100 * MEGABYTE
+
+
+@dataclass
+class Batch:
+    """One update request: actions, the payload file they read, what it carries."""
+
+    actions: list[dict[str, Any]]
+    payload: str | None
+    rows: list[dict[str, Any]]
+    changes: list[str]
+    payload_bytes: int = 0
+    attempt: int = 0
+    job_id: str | None = None
+    done: bool = False
+
+
+@dataclass
+class Plan:
+    """What one publish sends; saved as JSON so that a re-run resumes it."""
+
+    kind: Literal["full", "update"]
+    reason: str
+    changes: list[dict[str, Any]]
+    fingerprint: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
+    payload_bytes: int = 0
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def request_id(self, index: int) -> str:
+        """Stable for one batch attempt: derived from the plan, its changes and the attempt."""
+        batch = self.batches[index]
+        text = "|".join([self.id, *batch.changes, str(index), str(batch.attempt)])
+        return "hyper-assets-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Plan:
+        batches = [Batch(**b) for b in body.pop("batches")]
+        return cls(**body, batches=batches)
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What a publish sent, for logs and Dagster metadata."""
+
+    datasource_id: str
+    kind: str
+    reason: str
+    job_ids: tuple[str, ...]
+    batches: int
+    payload_bytes: int
+    rows: tuple[dict[str, Any], ...]
+    changes: int
+    seconds: float
+
+
+class Publisher:
+    """Keeps data source `datasource` of `project` equal to the `.hyper` file `database`."""
+
+    def __init__(
+        self,
+        database: str | Path,
+        hyper: HyperResource,
+        client: TableauClient,
+        datasource: str,
+        project: str,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        logger: logging.Logger | logging.LoggerAdapter[Any] = log,
+    ) -> None:
+        self.database = Path(database).absolute()
+        self.hyper, self.client, self.log = hyper, client, logger
+        self.datasource, self.project = datasource, project
+        self.max_payload_bytes = max_payload_bytes
+        self.outbox = Outbox(self.database)
+        self._plan_dir = self.outbox.directory / "plan"
+        self._state_path = self.outbox.directory / "published.json"
+
+    # --- the publish ---------------------------------------------------------------------------
+
+    def publish(self, *, full: bool = False) -> PublishResult:
+        """Sends a plan left by an earlier run, then what changed since; returns what was sent.
+
+        `full` publishes the whole file, overwriting the data source, and drops a plan that
+        an earlier run could not finish.
+        """
+        started = time.perf_counter()
+        project_id = self.client.project(self.project).id
+        existing = self.client.find_datasource(self.datasource, project_id)
+        state = self._state()
+        ours = state is not None and state["target"] == self._target()
+        current = ours and existing is not None and existing.id == state["datasource_id"]
+        plan = self._load_plan()
+        if plan is not None and (full or (plan.kind == "update" and not current)):
+            self.log.info(
+                "Dropping the unfinished %s plan %s: publishing whole", plan.kind, plan.id
+            )
+            shutil.rmtree(self._plan_dir)
+            plan = None
+        if existing is not None and not ours and not full and plan is None:
+            raise PublishError(
+                f"Data source {self.datasource!r} in project {self.project!r} exists but was "
+                f"not published from {self.database}. Publish with full=True to overwrite it, "
+                "or pick another data source name."
+            )
+        sent: list[tuple[Plan, list[Job]]] = []
+        if plan is not None:
+            self.log.info("Resuming the %s plan %s left by an earlier run", plan.kind, plan.id)
+            sent.append((plan, self._send(plan, project_id)))
+            if plan.kind == "full":
+                full, ours, current = False, True, True
+        plan = self._make_plan(_whole_reason(full, ours, current))
+        if plan is not None:
+            sent.append((plan, self._send(plan, project_id)))
+        return self._result(sent, time.perf_counter() - started)
+
+    def _target(self) -> dict[str, str]:
+        """Where this publisher sends; a publish state for another target is not ours."""
+        return {
+            "site": self.client.site_url,
+            "project": self.project,
+            "datasource": self.datasource,
+        }
+
+    def _state(self) -> dict[str, Any] | None:
+        if not self._state_path.exists():
+            return None
+        return json.loads(self._state_path.read_text())
+
+    def _load_plan(self) -> Plan | None:
+        path = self._plan_dir / "plan.json"
+        return Plan.from_json(json.loads(path.read_text())) if path.exists() else None
+
+    def _save(self, plan: Plan) -> None:
+        write_json(self._plan_dir / "plan.json", asdict(plan))
+
+    # --- making a plan -------------------------------------------------------------------------
+
+    def _make_plan(self, full_reason: str) -> Plan | None:
+        """The plan for the changes recorded so far; None when there is nothing to send."""
+        with self.hyper.lock(self.database):
+            with self.hyper.open(self.database, create=False) as connection:
+                self.outbox.settle(connection)
+                changes = self.outbox.changes()
+                fingerprint = _fingerprint(connection)
+                catalog = Catalog(connection)
+                types = {
+                    c.table: {col.name: col.sql_type for col in catalog.columns(c.table)}
+                    for c in changes
+                    if catalog.exists(c.table)
+                }
+                rows = [
+                    {"table": table_label(t), "action": "publish", "rows": _count(connection, t)}
+                    for t in _tables(connection)
+                ]
+            state = self._state()
+            reason = full_reason or self._full_reason(changes, fingerprint, state)
+            shutil.rmtree(self._plan_dir, ignore_errors=True)
+            self._plan_dir.mkdir(parents=True)
+            carried = [c.to_json() for c in changes]
+            if reason:
+                snapshot = self._plan_dir / "snapshot.hyper"
+                shutil.copyfile(self.database, snapshot)
+                self.outbox.start_tracking()
+                plan = Plan("full", reason, carried, fingerprint, rows, [], _size(snapshot))
+            elif not changes:
+                return None
+            else:
+                plan = Plan("update", "changes since the last publish", carried, fingerprint)
+                plan.batches = self._batches(changes, types)
+                plan.payload_bytes = sum(b.payload_bytes for b in plan.batches)
+            self._save(plan)
+        self.log.info(
+            "Planned a %s publish of %s (%s): %d change(s), %d batch(es)",
+            plan.kind,
+            self.database.name,
+            plan.reason,
+            len(changes),
+            len(plan.batches) or 1,
+        )
+        return plan
+
+    def _full_reason(
+        self, changes: list[Change], fingerprint: dict[str, Any], state: dict[str, Any] | None
+    ) -> str:
+        uncertain = [c for c in changes if c.uncertain]
+        if uncertain:
+            return (
+                f"a crash left an append to {table_label(uncertain[0].table)} whose outcome "
+                "cannot be told"
+            )
+        published = (state or {}).get("fingerprint", {})
+        for label, shape in fingerprint.items():
+            if label not in published:
+                return f"table {label} is new"
+            if published[label] != shape:
+                return f"table {label} changed its columns or keys"
+        return ""
+
+    def _batches(self, changes: list[Change], types: dict[TableName, Any]) -> list[Batch]:
+        steps = net_steps(changes, types)
+        parts = build_parts(
+            self.hyper.shared.endpoint,
+            self.database,
+            self.outbox,
+            steps,
+            self._plan_dir,
+            self.max_payload_bytes,
+        )
+        batches = []
+        for number, group in enumerate(pack(parts, self.max_payload_bytes)):
+            path = self._plan_dir / f"batch-{number:03d}.hyper"
+            payload = write_batch(self.hyper.shared.endpoint, group, path)
+            actions = [a.to_json() for part in group for a in part.actions()]
+            if not actions:
+                continue
+            rows = [
+                {"table": table_label(p.step.table), "action": p.step.kind, "rows": p.rows}
+                for p in group
+            ]
+            carried = list(dict.fromkeys(c.id for p in group for c in p.step.changes))
+            name = payload.name if payload else None
+            batches.append(Batch(actions, name, rows, carried, _size(payload)))
+        return batches
+
+    # --- sending a plan ------------------------------------------------------------------------
+
+    def _send(self, plan: Plan, project_id: str) -> list[Job]:
+        if plan.kind == "full":
+            jobs = self._send_full(plan, project_id)
+        else:
+            jobs = self._send_batches(plan)
+        with self.hyper.lock(self.database):
+            self.outbox.clear([Change.from_json(c) for c in plan.changes])
+            shutil.rmtree(self._plan_dir)
+        return jobs
+
+    def _send_full(self, plan: Plan, project_id: str) -> list[Job]:
+        snapshot = self._plan_dir / "snapshot.hyper"
+        self.log.info(
+            "Publishing %s whole (%d bytes): %s", self.database.name, _size(snapshot), plan.reason
+        )
+        source = self.client.publish_file(
+            snapshot,
+            self.datasource,
+            project_id,
+            overwrite=True,
+            on_progress=self._upload_progress(snapshot.name),
+        )
+        state = {"target": self._target(), "datasource_id": source.id}
+        write_json(self._state_path, state | {"fingerprint": plan.fingerprint})
+        return []
+
+    def _send_batches(self, plan: Plan) -> list[Job]:
+        state = self._state()
+        assert state is not None
+        jobs = []
+        for index, batch in enumerate(plan.batches):
+            if batch.done:
+                continue
+            request_id = plan.request_id(index)
+            payload = self._plan_dir / batch.payload if batch.payload else None
+            self.log.info(
+                "Batch %d/%d: %s; payload %d bytes; RequestID %s",
+                index + 1,
+                len(plan.batches),
+                ", ".join(f"{r['action']} {r['rows']} rows of {r['table']}" for r in batch.rows),
+                _size(payload),
+                request_id,
+            )
+            try:
+                job = self.client.update_data(
+                    state["datasource_id"],
+                    parse_batch({"actions": batch.actions}),
+                    request_id=request_id,
+                    payload=payload,
+                    on_progress=self._upload_progress(batch.payload or ""),
+                )
+                batch.job_id = job.id
+                self._save(plan)
+                jobs.append(self.client.wait_for_job(job.id, on_progress=self._job_progress()))
+            except TableauJobTimeoutError as err:
+                raise PublishError(
+                    f"{err} Run the publish again: it waits for the same job (RequestID "
+                    f"{request_id})."
+                ) from err
+            except TableauJobError as err:
+                batch.attempt += 1
+                batch.job_id = None
+                self._save(plan)
+                raise PublishError(
+                    f"Batch {index + 1} of {len(plan.batches)} failed on the server, which left "
+                    f"the data source as it was: {err.notes or err}. The outbox keeps the "
+                    "changes and the next run sends them again. If it keeps failing, publish "
+                    "the whole file with full=True."
+                ) from err
+            batch.done = True
+            self._save(plan)
+        return jobs
+
+    def _upload_progress(self, name: str) -> Callable[[int, int], None]:
+        shown = [-1]
+
+        def report(done: int, total: int) -> None:
+            tenth = 10 * done // max(total, 1)
+            if tenth != shown[0]:
+                shown[0] = tenth
+                self.log.info("Uploading %s: %d of %d bytes", name, done, total)
+
+        return report
+
+    def _job_progress(self) -> Callable[[Job], None]:
+        shown: list[int] = [-1]
+
+        def report(job: Job) -> None:
+            if job.progress != shown[0]:
+                shown[0] = job.progress
+                self.log.info("Job %s: %d%%", job.id, job.progress)
+
+        return report
+
+    def _result(self, sent: list[tuple[Plan, list[Job]]], seconds: float) -> PublishResult:
+        state = self._state()
+        assert state is not None
+        plans = [plan for plan, _ in sent]
+        full = [p for p in plans if p.kind == "full"]
+        return PublishResult(
+            datasource_id=state["datasource_id"],
+            kind="full" if full else "update" if plans else "none",
+            reason="; ".join(p.reason for p in plans) or "nothing changed since the last publish",
+            job_ids=tuple(job.id for _, jobs in sent for job in jobs),
+            batches=sum(len(p.batches) for p in plans),
+            payload_bytes=sum(p.payload_bytes for p in plans),
+            rows=tuple(
+                r for p in plans for r in (p.rows or [r for b in p.batches for r in b.rows])
+            ),
+            changes=sum(len(p.changes) for p in plans),
+            seconds=round(seconds, 3),
+        )
+
+
+def _whole_reason(full: bool, ours: bool, current: bool) -> str:
+    """Why the next plan must publish the whole file, or "" when changes will do."""
+    if full:
+        return "asked for a full publish"
+    if not ours:
+        return "first publish to this data source"
+    if not current:
+        return "the data source is missing on the server or was replaced"
+    return ""
+
+
+def _tables(connection: Connection) -> list[TableName]:
+    return [
+        table
+        for schema in connection.catalog.get_schema_names()
+        for table in connection.catalog.get_table_names(schema)
+    ]
+
+
+def _fingerprint(connection: Connection) -> dict[str, Any]:
+    """Each table's columns, types and keys: a change means a whole-file publish."""
+    catalog = Catalog(connection)
+    return {
+        table_label(table): {
+            "columns": [[c.name, c.sql] for c in catalog.columns(table)],
+            "keys": repr(catalog.keys(table)),
+        }
+        for table in _tables(connection)
+    }
+
+
+def _count(connection: Connection, table: TableName) -> int:
+    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))
+
+
+def _size(path: Path | None) -> int:
+    return path.stat().st_size if path is not None and path.exists() else 0
