@@ -9,8 +9,10 @@ present (about 50 bytes each), so archiving processed files keeps it small.
 
 The run key is `name:mtime_ns:size`. A rewritten file (new mtime or size) is a new
 arrival and runs its partition again; an unchanged file never runs twice, even after a
-cursor reset (Dagster skips run keys it has launched). Land files atomically: write to a
-name the pattern does not match, then rename, or a half-written file may start a run.
+cursor reset (Dagster skips run keys it has launched). A new file whose partition every
+asset of the job already holds from a run started after the file's mtime (a backfill) is
+recorded without a run. Land files atomically: write to a name the pattern does not
+match, then rename, or a half-written file may start a run.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ import json
 import os
 import re
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
     DagsterInstance,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
@@ -88,31 +93,40 @@ def landing_sensor(
     def _landing(context: SensorEvaluationContext) -> SensorResult:
         seen = _read_cursor(context.cursor, sensor_name)
         present = _scan(root, pattern, sensor_name)
-        new = {n: v for n, v in present.items() if seen.get(n) != v}
-        partitions_def = _partitions_of(job, context)
-        arrivals: list[tuple[str, str]] = []
+        target = _resolve(job, context)
+        partitions_def = target.partitions_def if target else job.partitions_def
+        asset_keys = target.asset_layer.selected_asset_keys if target else set()
+        requests: list[RunRequest] = []
         waiting: list[str] = []
-        for file_name in sorted(new):
+        loaded: list[str] = []
+        for file_name, (mtime_ns, size) in sorted(present.items()):
+            if seen.get(file_name) == (mtime_ns, size):
+                continue
             key = key_of(file_name)
-            if key is not None and _is_partition(partitions_def, key, context.instance):
-                arrivals.append((key, file_name))
-            else:
+            if key is None or not _is_partition(partitions_def, key, context.instance):
                 waiting.append(file_name)
-        requests = [
-            RunRequest(
-                partition_key=key,
-                run_key=f"{n}:{new[n][0]}:{new[n][1]}",
-                tags={LANDING_FILE_TAG: str(root / n)},
-            )
-            for key, n in sorted(arrivals)
-        ]
+            elif _loaded_since(context.instance, asset_keys, key, mtime_ns):
+                loaded.append(file_name)
+            else:
+                requests.append(
+                    RunRequest(
+                        partition_key=key,
+                        run_key=f"{file_name}:{mtime_ns}:{size}",
+                        tags={LANDING_FILE_TAG: str(root / file_name)},
+                    )
+                )
         cursor = _write_cursor({n: v for n, v in present.items() if n not in waiting})
-        note = f"{len(waiting)} file(s) give no partition of {job.name} yet: {waiting}"
-        if waiting and requests:
-            context.log.warning(note)
+        notes = []
+        if waiting:
+            notes.append(f"{len(waiting)} file(s) give no partition of {job.name} yet: {waiting}")
+        if loaded:
+            notes.append(f"{len(loaded)} file(s) were loaded by runs started after they landed")
         if requests:
+            for note in notes:
+                context.log.info(note)
+            requests.sort(key=lambda r: (r.partition_key, r.run_key))
             return SensorResult(run_requests=requests, cursor=cursor)
-        return SensorResult(skip_reason=note if waiting else "No new files.", cursor=cursor)
+        return SensorResult(skip_reason="; ".join(notes) or "No new files.", cursor=cursor)
 
     return _landing
 
@@ -136,13 +150,34 @@ def _key_function(partition_key: str | Callable[[str], str | None]) -> Callable[
     return from_name
 
 
-def _partitions_of(
+def _resolve(
     job: JobDefinition | UnresolvedAssetJobDefinition, context: SensorEvaluationContext
-) -> PartitionsDefinition | None:
-    """The job's partitions; an asset job infers them from its assets, in the repository."""
-    if job.partitions_def is not None or context.repository_def is None:
-        return job.partitions_def
-    return context.repository_def.get_job(job.name).partitions_def
+) -> JobDefinition | None:
+    """The job with its assets and partitions, which an asset job gets from its repository."""
+    if isinstance(job, JobDefinition):
+        return job
+    if context.repository_def is None:
+        return None
+    return context.repository_def.get_job(job.name)
+
+
+def _loaded_since(
+    instance: DagsterInstance, asset_keys: AbstractSet[AssetKey], key: str, mtime_ns: int
+) -> bool:
+    """Whether every asset of the job has partition `key` from a run started after `mtime_ns`.
+
+    So a backfill that ran after files landed is not repeated when the sensor starts.
+    """
+    if not asset_keys:
+        return False
+    for asset_key in asset_keys:
+        latest = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=asset_key, asset_partitions=[key]), limit=1
+        ).records
+        run = instance.get_run_record_by_id(latest[0].run_id) if latest else None
+        if run is None or run.start_time is None or run.start_time * 1e9 < mtime_ns:
+            return False
+    return True
 
 
 def _is_partition(

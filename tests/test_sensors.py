@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from dagster import (
     asset,
     build_sensor_context,
     define_asset_job,
+    materialize,
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
@@ -35,7 +37,7 @@ def daily() -> None:
 JOB = define_asset_job("daily_job", selection=[daily])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def instance():
     with DagsterInstance.ephemeral() as ephemeral:
         yield ephemeral
@@ -133,6 +135,24 @@ def test_removed_files_leave_the_cursor_and_run_keys_survive_a_reset(tmp_path, i
     assert list(json.loads(pruned.cursor)["files"]) == ["flights_2013-01-02.parquet"]
     reset = tick(sensor, instance, "")  # Dagster skips run keys it already launched
     assert requested(reset) == requested(first)[1:]
+
+
+def test_days_a_backfill_loaded_after_they_landed_do_not_run_again(tmp_path, instance):
+    for day in ("2013-01-01", "2013-01-02"):
+        assert materialize([daily], partition_key=day, instance=instance).success
+    land(tmp_path, "flights_2013-01-01.parquet")  # landed before the backfill ran
+    sensor = make_sensor(tmp_path)
+    backfilled = tick(sensor, instance, None)
+    assert backfilled.run_requests == []
+    assert backfilled.skip_message == "1 file(s) were loaded by runs started after they landed"
+    assert list(json.loads(backfilled.cursor)["files"]) == ["flights_2013-01-01.parquet"]
+    after = time.time_ns() + 10**9
+    land(tmp_path, "flights_2013-01-02.parquet", mtime_ns=after)  # landed after it
+    land(tmp_path, "flights_2013-01-01.parquet", b"new", mtime_ns=after)  # rewritten
+    assert requested(tick(sensor, instance, backfilled.cursor)) == [
+        ("2013-01-01", f"flights_2013-01-01.parquet:{after}:3"),
+        ("2013-01-02", f"flights_2013-01-02.parquet:{after}:1"),
+    ]
 
 
 def test_files_without_a_partition_wait_and_are_named(tmp_path, instance):
