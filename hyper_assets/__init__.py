@@ -6,12 +6,15 @@ from hyper_assets.errors import (
     HyperAssetsError,
     IngestError,
     NullInNotNullColumnError,
+    PublishError,
     SchemaMismatchError,
     TableNotFoundError,
     UnsupportedTypeError,
 )
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
+from hyper_assets.tableau.assets import PublishConfig, build_publish_op, tableau_datasource_asset
+from hyper_assets.tableau.client import TableauServerResource
 
 __all__ = [
     "ConfigurationError",
@@ -21,7 +24,12 @@ __all__ = [
     "HyperResource",
     "IngestError",
     "NullInNotNullColumnError",
+    "PublishConfig",
+    "PublishError",
     "SchemaMismatchError",
     "TableNotFoundError",
+    "TableauServerResource",
     "UnsupportedTypeError",
+    "build_publish_op",
+    "tableau_datasource_asset",
 ]

@@ -1,1 +1,1 @@
-"""Tableau publishing: action batches and applying them to `.hyper` files."""
+"""Tableau publishing: the REST client, action batches, incremental publish, emulation."""

@@ -5,18 +5,27 @@ Spark path, and keeps these tests fast). After every publish, every table of the
 emulator's copy must equal the local file's, row for row.
 """
 
+import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import numpy as np
 import pyarrow as pa
 import pytest
+from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets import HyperIOManager, HyperResource
 from hyper_assets.emulator import Emulator
+from hyper_assets.errors import PublishError, TableauConnectionError
 from hyper_assets.outbox import Outbox
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import tableau_datasource_asset
@@ -35,15 +44,17 @@ class World:
     seed: int = 0
     appended: list[tuple[int, str]] = field(default_factory=list)
     upserted: list[tuple[int, int]] = field(default_factory=list)
+    rows_per_day: int = 5
 
 
-def sales_rows(day: date, seed: int, count: int = 5) -> pa.Table:
-    rng = random.Random(f"{day}-{seed}")
+def sales_rows(day: date, seed: int, count: int) -> pa.Table:
+    rng = np.random.default_rng([day.toordinal(), seed])
     return pa.table(
         {
             "day": pa.array([day] * count, pa.date32()),
-            "product": pa.array([rng.choice([1, 2, 3]) for _ in range(count)], pa.int64()),
-            "amount": pa.array([round(rng.uniform(1, 100), 2) for _ in range(count)]),
+            "product": pa.array(rng.integers(1, 4, count), pa.int64()),
+            "amount": pa.array(rng.integers(100, 10_000, count) / 100),
+            "customer": pa.array(rng.integers(10**6, 10**7, count)).cast(pa.string()),
         }
     )
 
@@ -54,11 +65,18 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
         ids, names = zip(*world.products, strict=True)
         return pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array(names)})
 
-    @dg.asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+    @dg.asset(
+        partitions_def=DAYS,
+        metadata={"partition_expr": "day"},
+        backfill_policy=dg.BackfillPolicy.single_run(),
+    )
     def sales(context: dg.AssetExecutionContext) -> pa.Table:
         start = context.partition_time_window.start.date()
         days = (context.partition_time_window.end.date() - start).days
-        return pa.concat_tables([sales_rows(start + timedelta(d), world.seed) for d in range(days)])
+        count = world.rows_per_day
+        return pa.concat_tables(
+            [sales_rows(start + timedelta(d), world.seed, count) for d in range(days)]
+        )
 
     @dg.asset(metadata={"write_mode": "append"})
     def events() -> pa.Table:
@@ -101,10 +119,20 @@ class Setup:
         )
         return {"io_manager": io_manager, "tableau": tableau}
 
-    def write(self, asset: str, partition: str | None = None) -> None:
+    def write(self, asset: str, partition: str | None = None, *, through: str = "") -> None:
+        """Materialise `asset` (one partition, or the range `partition` .. `through`)."""
         resources = self.resources()
         assets, _ = definitions(self.world, self.database, resources["tableau"])
-        result = dg.materialize([assets[asset]], resources=resources, partition_key=partition)
+        tags = {}
+        if through:
+            tags = {
+                "dagster/asset_partition_range_start": partition or "",
+                "dagster/asset_partition_range_end": through,
+            }
+            partition = None
+        result = dg.materialize(
+            [assets[asset]], resources=resources, partition_key=partition, tags=tags
+        )
         assert result.success
 
     def publish(self, *, full: bool = False) -> dict[str, Any]:
@@ -124,9 +152,30 @@ class Setup:
         return {k: v.value for k, v in materialization.metadata.items()}
 
     def assert_equal(self) -> None:
-        local = self.files.read(self.database)
-        remote = self.files.read(self.emulator.data_dir / f"{NAME}.hyper")
-        assert remote == local
+        """Every table of the emulator's copy holds the local table's rows (as multisets)."""
+        remote = self.emulator.data_dir / f"{NAME}.hyper"
+        with Connection(self.hyper.endpoint) as connection:
+            tables = {}
+            for alias, path in (("local", self.database), ("remote", remote)):
+                connection.execute_command(f"ATTACH DATABASE {escape_name(str(path))} AS {alias}")
+                tables[alias] = {
+                    (t.schema_name.name.unescaped, t.name.unescaped)
+                    for schema in connection.catalog.get_schema_names(alias)
+                    for t in connection.catalog.get_table_names(schema)
+                }
+            assert tables["remote"] == tables["local"]
+            for schema, table in sorted(tables["local"]):
+                local, theirs = (TableName(a, schema, table) for a in ("local", "remote"))
+                counts = [
+                    connection.execute_scalar_query(f"SELECT COUNT(*) FROM {name}")
+                    for name in (local, theirs)
+                ]
+                differ = connection.execute_scalar_query(
+                    f"SELECT COUNT(*) FROM ((SELECT * FROM {local} EXCEPT ALL SELECT * FROM "
+                    f"{theirs}) UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM "
+                    f"{local})) AS d"
+                )
+                assert (counts[0], differ) == (counts[1], 0), f"{schema}.{table} differs"
 
 
 @pytest.fixture
@@ -173,6 +222,12 @@ def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> N
     third = setup.publish()
     assert third["publish"] == "none" and third["batches"] == 0
 
+    remote = setup.emulator.data_dir / f"{NAME}.hyper"
+    with Connection(setup.hyper.endpoint, remote) as connection:
+        connection.execute_command('DELETE FROM "Extract"."events" WHERE "id" = 3')
+    with pytest.raises(AssertionError, match=r"Extract\.events differs"):
+        setup.assert_equal()  # the comparison sees a missing row
+
 
 def test_rolling_window_delete_and_a_backfill_range(setup: Setup) -> None:
     for day in ("2024-03-01", "2024-03-02", "2024-03-03"):
@@ -208,4 +263,192 @@ def test_a_payload_above_the_limit_is_split_into_batches(setup: Setup) -> None:
     setup.world.upserted = [(1, 5)]
     setup.write("stock")
     assert setup.publish()["reason"] == "table Extract.stock is new"
+    setup.assert_equal()
+
+
+def published_base(setup: Setup) -> None:
+    """Every table written and published whole, so later publishes are updates."""
+    setup.world.appended, setup.world.upserted = [(0, "zero")], [(0, 1)]
+    for asset in ("products", "events", "stock"):
+        setup.write(asset)
+    setup.write("sales", "2024-03-01")
+    assert setup.publish()["publish"] == "full"
+
+
+def some_changes(setup: Setup, step: int) -> None:
+    """An append (which would show twice if applied twice), an upsert and a partition."""
+    setup.world.appended = [(step * 10 + i, f"event {step}.{i}") for i in range(3)]
+    setup.write("events")
+    setup.world.upserted = [(0, step), (step, step)]
+    setup.write("stock")
+    setup.world.seed = step
+    setup.write("sales", "2024-03-01")
+
+
+def test_503_during_upload_and_expired_sessions_are_retried(setup: Setup) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    setup.emulator.faults.fail_requests("PUT", r"/fileUploads/.+", status=503, count=2)
+    setup.emulator.faults.expire_sessions_before("PATCH", r"/data$")
+    setup.emulator.faults.expire_sessions_before("GET", r"/jobs/")
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()
+
+
+def test_a_dropped_reply_after_the_patch_was_accepted_then_a_rerun(setup: Setup) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    setup.emulator.faults.drop_after_accept("PATCH", r"/data$", count=10)
+    with pytest.raises(TableauConnectionError, match=r"may have|maybe"):
+        setup.publish()
+    setup.emulator.faults.clear()
+    assert Outbox(setup.database).changes()
+    again = setup.publish()
+    assert again["publish"] == "update"
+    setup.assert_equal()  # the append arrived once: the server ran the RequestID once
+
+
+def test_a_failed_job_keeps_the_changes_for_the_next_run(setup: Setup) -> None:
+    published_base(setup)
+    before = setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper")
+    some_changes(setup, 1)
+    setup.emulator.faults.fail_next_job("backgrounder out of disk")
+    with pytest.raises(PublishError, match="backgrounder out of disk"):
+        setup.publish()
+    assert setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper") == before
+    assert len(Outbox(setup.database).changes()) == 3
+    some_changes(setup, 2)  # more changes while the failed plan waits
+    setup.publish()
+    setup.assert_equal()
+    assert not Outbox(setup.database).changes()
+
+
+CHILD = """
+import sys
+from hyper_assets import HyperResource
+from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.publish import Publisher
+
+url, database, secret = sys.argv[1:]
+tableau = TableauServerResource(
+    server_url=url, token_name="ci", token_secret=secret, max_retries=10_000,
+    retry_initial_delay_seconds=0.05, retry_max_delay_seconds=0.1,
+    retry_max_total_seconds=600, job_poll_initial_seconds=0.02, job_poll_max_seconds=0.1,
+)
+with tableau.client() as client:
+    publisher = Publisher(
+        database, HyperResource(), client, "Sales", "default", max_payload_bytes=200_000
+    )
+    publisher.publish()
+"""
+
+
+def wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_kill_9_between_two_batches_then_a_rerun(setup: Setup) -> None:
+    """The publishing process dies after batch 1 succeeded and before batch 2 was sent."""
+    setup.publish_options = {"max_payload_bytes": 200_000}
+    published_base(setup)
+    setup.world.appended = [(i, f"event number {i} " * 3) for i in range(1, 60_001)]
+    setup.write("events")
+    plan_file = Outbox(setup.database).directory / "plan" / "plan.json"
+
+    def batch(index: int) -> dict[str, Any]:
+        return json.loads(plan_file.read_text())["batches"][index] if plan_file.exists() else {}
+
+    faults = setup.emulator.faults
+    faults.pause_jobs()
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, setup.emulator.url, str(setup.database), TOKEN_SECRET],
+        start_new_session=True,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: batch(0).get("job_id"), "batch 1 to be sent")
+        faults.fail_requests("PATCH", r"/data$", status=503, count=10**6)
+        faults.resume_jobs()
+        wait_for(lambda: batch(0).get("done"), "batch 1 to succeed")
+        time.sleep(0.5)  # batch 2 is being refused with 503 and retried
+        assert child.poll() is None
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    faults.clear()
+    remote = setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper")["Extract.events"]
+    assert 1 < len(remote) < 60_001  # batch 1 applied, not batch 2
+
+    resumed = setup.publish()
+    assert resumed["publish"] == "update"
+    setup.assert_equal()
+
+
+def test_a_one_day_change_sends_under_a_hundredth_of_a_year(setup: Setup) -> None:
+    setup.world.rows_per_day = 5_000
+    setup.write("sales", "2024-01-01", through="2024-12-31")
+    full = setup.publish()
+    assert full["rows"] == [{"table": "Extract.sales", "action": "publish", "rows": 366 * 5_000}]
+    setup.world.seed = 1
+    setup.write("sales", "2024-06-30")
+    update = setup.publish()
+    assert update["rows"] == [{"table": "Extract.sales", "action": "window", "rows": 5_000}]
+    ratio = update["payload_bytes"] / setup.database.stat().st_size
+    assert ratio < 1 / 100
+    setup.assert_equal()
+
+
+FAULTS = ("none", "upload 503", "expired session", "dropped reply", "job failure")
+
+
+@pytest.mark.slow
+def test_twenty_random_materialisations_with_publishes_and_faults(setup: Setup) -> None:
+    rng = random.Random(20261122)
+    published_base(setup)
+    faults = setup.emulator.faults
+    days = [f"2024-03-0{d}" for d in range(1, 8)]
+    for step in range(1, 21):
+        kind = rng.choice(["dimension", "partition", "partition", "upsert", "append", "range"])
+        if kind == "dimension":
+            setup.world.products = [(i, f"product {i}.{step}") for i in range(rng.randint(1, 6))]
+            setup.write("products")
+        elif kind == "partition":
+            setup.world.seed = step
+            setup.write("sales", rng.choice(days))
+        elif kind == "range":
+            setup.world.seed = step
+            first = rng.randrange(len(days) - 2)
+            setup.write("sales", days[first], through=days[first + 2])
+        elif kind == "upsert":
+            upserted = {rng.randrange(8): step for _ in range(3)}
+            setup.world.upserted = list(upserted.items())
+            setup.write("stock")
+        else:
+            setup.world.appended = [(step * 100 + i, f"event {step}") for i in range(2)]
+            setup.write("events")
+        if rng.random() > 0.5 and step != 20:
+            continue
+        fault = rng.choice(FAULTS)
+        if fault == "upload 503":
+            faults.fail_requests("PUT", r"/fileUploads/.+", status=503)
+        elif fault == "expired session":
+            faults.expire_sessions_before("PATCH", r"/data$")
+        elif fault == "dropped reply":
+            faults.drop_after_accept("PATCH", r"/data$", count=10)
+        elif fault == "job failure":
+            faults.fail_next_job()
+        try:
+            setup.publish()
+        except (PublishError, TableauConnectionError):
+            assert fault in ("dropped reply", "job failure"), f"step {step}: {fault}"
+            assert Outbox(setup.database).changes()
+            faults.clear()
+            continue
+        assert fault not in ("dropped reply", "job failure"), f"step {step}: {fault} passed"
+        setup.assert_equal()
+    faults.clear()
+    setup.publish()
     setup.assert_equal()
