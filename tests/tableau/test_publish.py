@@ -28,7 +28,7 @@ from hyper_assets.emulator import Emulator
 from hyper_assets.errors import PublishError, TableauConnectionError
 from hyper_assets.outbox import Outbox
 from hyper_assets.process import SharedHyper
-from hyper_assets.tableau.assets import tableau_datasource_asset
+from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
 
 NAME, PROJECT = "Sales", "default"
@@ -451,4 +451,21 @@ def test_twenty_random_materialisations_with_publishes_and_faults(setup: Setup) 
         setup.assert_equal()
     faults.clear()
     setup.publish()
+    setup.assert_equal()
+
+
+def test_the_publish_op_in_a_job(setup: Setup) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    publish_op = build_publish_op(datasource=NAME, project=PROJECT)
+
+    @dg.job
+    def publish_job() -> None:
+        publish_op()
+
+    result = publish_job.execute_in_process(resources=setup.resources())
+    (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    metadata = output.event_specific_data.metadata  # type: ignore[union-attr]
+    assert metadata["publish"].value == "update"
+    assert metadata["batches"].value == 1
     setup.assert_equal()

@@ -1,0 +1,124 @@
+"""The change outbox: what writes record, and how records left by a crash are settled.
+
+Real hyperd and real files; a crash between a write and its record's commit is staged by
+running the same steps as the IO manager and stopping before the commit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from dagster import asset, materialize
+from tableauhyperapi import TableName
+
+from hyper_assets import HyperIOManager, HyperResource, SchemaMismatchError
+from hyper_assets.ingest import Write, write_table
+from hyper_assets.outbox import CAPTURED, Outbox
+from hyper_assets.staging import stage_arrow
+from hyper_assets.types import columns_from_arrow
+
+EVENTS = TableName("Extract", "events")
+
+
+def events_asset(rows: pa.Table, mode: str = "append"):
+    @asset(name="events", metadata={"write_mode": mode, "primary_key": ["id"]})
+    def events() -> pa.Table:
+        return rows
+
+    return events
+
+
+def rows(*ids: int) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "label": [f"row {i}" for i in ids]})
+
+
+@pytest.fixture
+def io_manager(tmp_path: Path):
+    manager = HyperIOManager(database=str(tmp_path / "db.hyper"))
+    yield manager
+    HyperResource().close()
+
+
+def write(io_manager: HyperIOManager, table: pa.Table, mode: str = "append") -> None:
+    materialize([events_asset(table, mode)], resources={"io_manager": io_manager})
+
+
+def captured(io_manager: HyperIOManager, path: Path) -> list[tuple]:
+    with io_manager.hyper.open(path, create=False) as connection:
+        return sorted(tuple(r) for r in connection.execute_list_query(f"SELECT * FROM {CAPTURED}"))
+
+
+def test_nothing_is_recorded_before_the_first_publish(io_manager: HyperIOManager) -> None:
+    write(io_manager, rows(1, 2))
+    outbox = Outbox(io_manager.database)
+    assert not outbox.tracking
+    assert not outbox.directory.exists()
+
+
+def test_appends_capture_rows_and_upserts_capture_keys(io_manager: HyperIOManager) -> None:
+    write(io_manager, rows(1, 2))
+    outbox = Outbox(io_manager.database)
+    outbox.start_tracking()
+    write(io_manager, rows(3, 4))
+    write(io_manager, rows(4, 5), mode="upsert")
+    append, upsert = outbox.changes()
+    assert (append.kind, append.rows, append.rows_before) == ("append", 2, 2)
+    assert captured(io_manager, outbox.rows_path(append)) == [(3, "row 3"), (4, "row 4")]
+    assert (upsert.kind, upsert.key, upsert.rows) == ("upsert", ("id",), 2)
+    assert captured(io_manager, outbox.rows_path(upsert)) == [(4,), (5,)]
+
+
+def test_a_failed_write_leaves_a_record_the_next_write_settles(io_manager: HyperIOManager) -> None:
+    write(io_manager, rows(1))
+    outbox = Outbox(io_manager.database)
+    outbox.start_tracking()
+    with pytest.raises(SchemaMismatchError):
+        write(io_manager, pa.table({"id": pa.array([2], pa.int64())}))  # a column short
+    assert list(outbox.directory.glob("*.pending.json"))
+    write(io_manager, rows(3))
+    (change,) = outbox.changes()  # the failed append was dropped, its rows too
+    assert captured(io_manager, outbox.rows_path(change)) == [(3, "row 3")]
+    assert sorted(p.name for p in outbox.directory.iterdir()) == [
+        "00000002.hyper",
+        "00000002.json",
+        "state.json",
+    ]
+
+
+def crash_after_write(io_manager: HyperIOManager, table: pa.Table, staging: Path) -> None:
+    """The IO manager's steps for an append, stopping before the record's commit."""
+    write_ = Write(EVENTS, columns_from_arrow(table.schema, "events", 2), "append")
+    files = stage_arrow(table, staging, "snappy")
+    with io_manager.hyper.connect(io_manager.database) as connection:
+        outbox = Outbox(io_manager.database)
+        outbox.record(connection, write_, files)
+        write_table(connection, write_, files)
+
+
+def settle(io_manager: HyperIOManager) -> Outbox:
+    outbox = Outbox(io_manager.database)
+    with io_manager.hyper.connect(io_manager.database) as connection:
+        outbox.settle(connection)
+    return outbox
+
+
+def test_a_crash_after_an_append_is_settled_as_sent(io_manager: HyperIOManager, tmp_path) -> None:
+    write(io_manager, rows(1))
+    Outbox(io_manager.database).start_tracking()
+    crash_after_write(io_manager, rows(2, 3), tmp_path)
+    (change,) = settle(io_manager).changes()
+    assert (change.kind, change.rows, change.uncertain) == ("append", 2, False)
+
+
+def test_an_append_whose_outcome_cannot_be_told_is_uncertain(
+    io_manager: HyperIOManager, tmp_path
+) -> None:
+    write(io_manager, rows(1))
+    Outbox(io_manager.database).start_tracking()
+    crash_after_write(io_manager, rows(2, 3), tmp_path)
+    with io_manager.hyper.connect(io_manager.database) as connection:
+        connection.execute_command(f"DELETE FROM {EVENTS} WHERE id = 1")  # someone else's edit
+    (change,) = settle(io_manager).changes()
+    assert change.uncertain  # the next publish sends the whole file
