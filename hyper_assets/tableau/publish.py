@@ -161,7 +161,7 @@ class Publisher:
             sent.append((plan, self._send(plan, project_id)))
             if plan.kind == "full":
                 full, ours, current = False, True, True
-        plan = self._make_plan(_whole_reason(full, ours, current))
+        plan = self._make_plan(_forced_reason(full, ours, current))
         if plan is not None:
             sent.append((plan, self._send(plan, project_id)))
         return self._result(sent, time.perf_counter() - started)
@@ -201,12 +201,11 @@ class Publisher:
                     for c in changes
                     if catalog.exists(c.table)
                 }
+                reason = full_reason or _shape_reason(changes, fingerprint, self._state())
                 rows = [
                     {"table": table_label(t), "action": "publish", "rows": _count(connection, t)}
-                    for t in _tables(connection)
+                    for t in (_tables(connection) if reason else [])
                 ]
-            state = self._state()
-            reason = full_reason or self._full_reason(changes, fingerprint, state)
             shutil.rmtree(self._plan_dir, ignore_errors=True)
             self._plan_dir.mkdir(parents=True)
             carried = [c.to_json() for c in changes]
@@ -223,31 +222,14 @@ class Publisher:
                 plan.payload_bytes = sum(b.payload_bytes for b in plan.batches)
             self._save(plan)
         self.log.info(
-            "Planned a %s publish of %s (%s): %d change(s), %d batch(es)",
-            plan.kind,
+            "Publish plan for %s: %s (%s), %d change(s), %d batch(es)",
             self.database.name,
+            plan.kind,
             plan.reason,
             len(changes),
             len(plan.batches) or 1,
         )
         return plan
-
-    def _full_reason(
-        self, changes: list[Change], fingerprint: dict[str, Any], state: dict[str, Any] | None
-    ) -> str:
-        uncertain = [c for c in changes if c.uncertain]
-        if uncertain:
-            return (
-                f"a crash left an append to {table_label(uncertain[0].table)} whose outcome "
-                "cannot be told"
-            )
-        published = (state or {}).get("fingerprint", {})
-        for label, shape in fingerprint.items():
-            if label not in published:
-                return f"table {label} is new"
-            if published[label] != shape:
-                return f"table {label} changed its columns or keys"
-        return ""
 
     def _batches(self, changes: list[Change], types: dict[TableName, Any]) -> list[Batch]:
         steps = net_steps(changes, types)
@@ -391,7 +373,7 @@ class Publisher:
         )
 
 
-def _whole_reason(full: bool, ours: bool, current: bool) -> str:
+def _forced_reason(full: bool, ours: bool, current: bool) -> str:
     """Why the next plan must publish the whole file, or "" when changes will do."""
     if full:
         return "asked for a full publish"
@@ -399,6 +381,25 @@ def _whole_reason(full: bool, ours: bool, current: bool) -> str:
         return "first publish to this data source"
     if not current:
         return "the data source is missing on the server or was replaced"
+    return ""
+
+
+def _shape_reason(
+    changes: list[Change], fingerprint: dict[str, Any], state: dict[str, Any] | None
+) -> str:
+    """Why the recorded changes cannot be sent as an update, or "" when they can."""
+    uncertain = [c for c in changes if c.uncertain]
+    if uncertain:
+        return (
+            f"a crash left an append to {table_label(uncertain[0].table)} whose outcome "
+            "cannot be told"
+        )
+    published = (state or {}).get("fingerprint", {})
+    for label, shape in fingerprint.items():
+        if label not in published:
+            return f"table {label} is new"
+        if published[label] != shape:
+            return f"table {label} changed its columns or keys"
     return ""
 
 
