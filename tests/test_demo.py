@@ -197,3 +197,16 @@ def test_sensors_skip_backfilled_days_and_request_new_ones(demo, loaded):
     (request,) = sensor.evaluate_tick(context).run_requests
     assert request.partition_key == "2013-01-04"
     assert request.run_key.startswith("flights_2013-01-04.parquet:")
+
+
+@pytest.mark.slow
+def test_a_day_that_has_not_landed_fails_the_run_and_says_how_to_land_it(demo):
+    defs, _, _ = demo
+    result = defs.resolve_job_def("flights_job").execute_in_process(
+        partition_key="2013-01-05", raise_on_error=False
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "['flights_2013-01-05.parquet']" in message
+    assert "python -m demo.arrive" in message
