@@ -57,7 +57,7 @@ def split_by_day(table: pa.Table, days: Iterable[dt.date]) -> Iterator[tuple[dt.
     ordered = table.take(order)
     runs: dict[int, tuple[int, int]] = {}
     start = 0
-    for run in pc.value_counts(ordinal.take(order)).to_pylist():  # in sorted order
+    for run in sorted(pc.value_counts(ordinal).to_pylist(), key=lambda r: r["values"]):
         runs[run["values"]] = (start, run["counts"])
         start += run["counts"]
     for day in days:
