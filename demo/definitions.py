@@ -4,30 +4,46 @@ from __future__ import annotations
 
 from dagster import (
     AssetSelection,
+    DagsterRunStatus,
     Definitions,
+    EnvVar,
+    RunRequest,
+    RunStatusSensorContext,
     build_schedule_from_partitioned_job,
     build_sensor_for_freshness_checks,
     define_asset_job,
+    run_status_sensor,
 )
 from dagster_pyspark import PySparkResource
 
 from demo.assets import Landing, airlines, airports, flights, planes, weather
 from demo.checks import FACTS, FRESHNESS_CHECKS, build_checks
-from hyper_assets import HyperIOManager
+from hyper_assets import HyperIOManager, TableauServerResource, tableau_datasource_asset
 from hyper_assets.sensors import landing_sensor
 
 DAY_IN_NAME = r"_(\d{4}-\d{2}-\d{2})\.parquet$"
+DATASOURCE, PROJECT = "nycflights13", "default"
+
+#: The published data source, downstream of every table of the file.
+flights_datasource = tableau_datasource_asset(
+    datasource=DATASOURCE,
+    project=PROJECT,
+    deps=[airlines, airports, planes, flights, weather],
+    group_name="tableau",
+)
 
 
 def build_definitions(
     landing: str = "data/landing",
     database: str = "data/flights.hyper",
     spark_master: str = "local[*]",
+    tableau: TableauServerResource | None = None,
 ) -> Definitions:
-    """The demo wired to a landing directory, a `.hyper` file and a Spark master.
+    """The demo wired to a landing directory, a `.hyper` file, a Spark master and a server.
 
     The landing sensors start stopped: backfill the landed history first (one run for a
-    partition range), then start them; they skip the days that backfill loaded.
+    partition range), then start them; they skip the days that backfill loaded. After
+    each successful fact run, `publish_after_facts` publishes what changed.
     """
     dimensions_job = define_asset_job("dimensions_job", AssetSelection.groups("dimensions"))
     facts_job = define_asset_job("daily_facts_job", AssetSelection.groups("facts"))
@@ -38,6 +54,17 @@ def build_definitions(
         )
         for name, job in fact_jobs.items()
     ]
+    publish_job = define_asset_job("publish_job", [flights_datasource])
+
+    @run_status_sensor(
+        run_status=DagsterRunStatus.SUCCESS,
+        monitored_jobs=[facts_job, *fact_jobs.values()],
+        request_job=publish_job,
+    )
+    def publish_after_facts(context: RunStatusSensorContext) -> RunRequest:
+        """A fact partition landed: send the change to Tableau."""
+        return RunRequest(run_key=context.dagster_run.run_id)
+
     return Definitions(
         assets=[
             airlines,
@@ -45,17 +72,33 @@ def build_definitions(
             planes,
             flights,
             weather,
-            # PUBLISH: the asset publishing data/flights.hyper to Tableau goes here.
+            flights_datasource,
         ],
         asset_checks=build_checks(),
-        jobs=[dimensions_job, facts_job, *fact_jobs.values()],
+        jobs=[dimensions_job, facts_job, *fact_jobs.values(), publish_job],
         schedules=[build_schedule_from_partitioned_job(facts_job, hour_of_day=6)],
-        sensors=[*sensors, build_sensor_for_freshness_checks(freshness_checks=FRESHNESS_CHECKS)],
+        sensors=[
+            *sensors,
+            publish_after_facts,
+            build_sensor_for_freshness_checks(freshness_checks=FRESHNESS_CHECKS),
+        ],
         resources={
             "io_manager": HyperIOManager(database=database),
             "pyspark": PySparkResource(
                 spark_config={"spark.master": spark_master, "spark.ui.enabled": "false"}
             ),
             "landing": Landing(directory=landing),
+            "tableau": tableau or local_emulator(),
         },
+    )
+
+
+EMULATOR_URL = "http://127.0.0.1:8765"
+EMULATOR_TOKEN = "demo"
+
+
+def local_emulator(url: str = EMULATOR_URL) -> TableauServerResource:
+    """The local Tableau emulator `make demo` starts; the secret comes from the environment."""
+    return TableauServerResource(
+        server_url=url, token_name=EMULATOR_TOKEN, token_secret=EnvVar("TABLEAU_TOKEN_SECRET")
     )
