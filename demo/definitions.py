@@ -85,7 +85,11 @@ def build_definitions(
         resources={
             "io_manager": HyperIOManager(database=database),
             "pyspark": PySparkResource(
-                spark_config={"spark.master": spark_master, "spark.ui.enabled": "false"}
+                spark_config={
+                    "spark.master": spark_master,
+                    "spark.ui.enabled": "false",
+                    "spark.ui.showConsoleProgress": "false",
+                }
             ),
             "landing": Landing(directory=landing),
             "tableau": tableau or local_emulator(),

