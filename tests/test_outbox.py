@@ -13,7 +13,7 @@ import pytest
 from dagster import asset, materialize
 from tableauhyperapi import TableName
 
-from hyper_assets import HyperIOManager, HyperResource, SchemaMismatchError
+from hyper_assets import HyperIOManager, SchemaMismatchError
 from hyper_assets.ingest import Write, write_table
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.staging import stage_arrow
@@ -38,7 +38,7 @@ def rows(*ids: int) -> pa.Table:
 def io_manager(tmp_path: Path):
     manager = HyperIOManager(database=str(tmp_path / "db.hyper"))
     yield manager
-    HyperResource().close()
+    manager.hyper.close()
 
 
 def write(io_manager: HyperIOManager, table: pa.Table, mode: str = "append") -> None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 from tableauhyperapi import Connection, TableName, escape_name
 
-from hyper_assets import HyperIOManager, HyperResource
+from hyper_assets import HyperIOManager
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import PublishError, TableauConnectionError
 from hyper_assets.outbox import Outbox
@@ -180,8 +180,7 @@ class Setup:
 
 @pytest.fixture
 def setup(tmp_path: Path, emulator: Emulator, hyper_files: Any, hyper: SharedHyper):
-    yield Setup(World(), tmp_path / "sales.hyper", emulator, hyper_files, hyper)
-    HyperResource().close()
+    return Setup(World(), tmp_path / "sales.hyper", emulator, hyper_files, hyper)
 
 
 def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> None:
@@ -235,7 +234,9 @@ def test_rolling_window_delete_and_a_backfill_range(setup: Setup) -> None:
     setup.publish()
     resources = setup.resources()
     assets, _ = definitions(setup.world, setup.database, resources["tableau"])
-    deleted = resources["io_manager"].delete_partitions(assets["sales"], ["2024-03-01"])
+    io_manager = resources["io_manager"]
+    deleted = io_manager.delete_partitions(assets["sales"], ["2024-03-01"])
+    io_manager.hyper.close()
     assert deleted == 5
     setup.write("sales", "2024-03-04")
     update = setup.publish()
