@@ -13,6 +13,7 @@ from hyper_assets.errors import (
 )
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
+from hyper_assets.sensors import landing_sensor
 from hyper_assets.tableau.assets import PublishConfig, build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
 
@@ -31,5 +32,6 @@ __all__ = [
     "TableauServerResource",
     "UnsupportedTypeError",
     "build_publish_op",
+    "landing_sensor",
     "tableau_datasource_asset",
 ]
