@@ -363,37 +363,37 @@ class Action:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Insert(Action):
+class _FromSource(Action):
+    source_table: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Matching(_FromSource):
+    condition: Condition
+
+
+class Insert(_FromSource):
     """Append every row of the source table; columns are matched by name."""
 
     name = "insert"
-    source_table: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class Replace(Action):
+class Replace(_FromSource):
     """Delete every target row, then insert the source; both must have the same columns."""
 
     name = "replace"
-    source_table: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class Update(Action):
+class Update(_Matching):
     """Set the target rows matching `condition` from the matching source row."""
 
     name = "update"
-    source_table: str
-    condition: Condition
 
 
-@dataclass(frozen=True, kw_only=True)
-class Upsert(Action):
+class Upsert(_Matching):
     """Update the target rows that match `condition`, insert the source rows that match none."""
 
     name = "upsert"
-    source_table: str
-    condition: Condition
 
 
 @dataclass(frozen=True, kw_only=True)
