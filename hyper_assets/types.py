@@ -181,36 +181,38 @@ def columns_from_arrow(schema: pa.Schema, table: str, version: int) -> list[Colu
     return [_arrow_column(f, table, version) for f in schema]
 
 
+_ARROW_PLAIN: dict[pa.DataType, SqlType] = {
+    pa.bool_(): SqlType.bool(),
+    pa.int8(): SqlType.small_int(),
+    pa.int16(): SqlType.small_int(),
+    pa.uint8(): SqlType.small_int(),
+    pa.int32(): SqlType.int(),
+    pa.uint16(): SqlType.int(),
+    pa.int64(): SqlType.big_int(),
+    pa.uint32(): SqlType.big_int(),
+    pa.float64(): SqlType.double(),
+    pa.string(): SqlType.text(),
+    pa.large_string(): SqlType.text(),
+    pa.string_view(): SqlType.text(),
+    pa.null(): SqlType.text(),
+    pa.binary(): SqlType.bytes(),
+    pa.large_binary(): SqlType.bytes(),
+    pa.date32(): SqlType.date(),
+    pa.date64(): SqlType.date(),
+    pa.time32("s"): SqlType.time(),
+    pa.time32("ms"): SqlType.time(),
+    pa.time64("us"): SqlType.time(),
+}
+
+
 def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
     t = field.type
     if pa.types.is_dictionary(t):
         t = t.value_type
-    plain: list[tuple[object, SqlType]] = [
-        (pa.types.is_boolean, SqlType.bool()),
-        (lambda x: x in (pa.int8(), pa.int16(), pa.uint8()), SqlType.small_int()),
-        (lambda x: x in (pa.int32(), pa.uint16()), SqlType.int()),
-        (lambda x: x in (pa.int64(), pa.uint32()), SqlType.big_int()),
-        (lambda x: x == pa.float32(), _float(version)),
-        (pa.types.is_float64, SqlType.double()),
-        (
-            lambda x: (
-                pa.types.is_string(x)
-                or pa.types.is_large_string(x)
-                or pa.types.is_string_view(x)
-                or pa.types.is_null(x)
-            ),
-            SqlType.text(),
-        ),
-        (
-            lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x),
-            SqlType.bytes(),
-        ),
-        (pa.types.is_date, SqlType.date()),
-        (lambda x: pa.types.is_time(x) and x.unit != "ns", SqlType.time()),
-    ]
-    for matches, sql_type in plain:
-        if matches(t):  # type: ignore[operator]
-            return Column(field.name, sql_type, field.nullable)
+    if t in _ARROW_PLAIN:
+        return Column(field.name, _ARROW_PLAIN[t], field.nullable)
+    if t == pa.float32():
+        return Column(field.name, _float(version), field.nullable)
     if pa.types.is_timestamp(t):
         sql_type = SqlType.timestamp_tz() if t.tz else SqlType.timestamp()
         return Column(field.name, sql_type, field.nullable)
