@@ -1,0 +1,290 @@
+"""Compaction with a real hyperd: same rows, keys and version, a smaller file, and failures
+that leave the original as it was."""
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import numpy as np
+import pyarrow as pa
+import pytest
+from tableauhyperapi import Connection, CreateMode, HyperException, escape_name
+
+from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource
+from hyper_assets.compact import compact, file_version
+from hyper_assets.emulator import Emulator
+from hyper_assets.process import SharedHyper
+from hyper_assets.tableau.assets import tableau_datasource_asset
+from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tables import Catalog
+
+MONTHS = dg.MonthlyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-01")
+ROWS_PER_DAY = 1000
+TOKEN = ("ci", "secret")
+
+
+def sales_rows(start: date, end: date, seed: int) -> pa.Table:
+    days = (end - start).days
+    count = days * ROWS_PER_DAY
+    rng = np.random.default_rng([start.toordinal(), seed])
+    day = [start + timedelta(d) for d in range(days) for _ in range(ROWS_PER_DAY)]
+    return pa.table(
+        {
+            "day": pa.array(day, pa.date32()),
+            "product": pa.array(rng.integers(1, 4, count), pa.int64()),
+            "amount": pa.array(rng.integers(100, 10_000, count) / 100),
+            "customer": pa.array(rng.integers(10**6, 10**7, count)).cast(pa.string()),
+        }
+    )
+
+
+def star_assets(seed: dict[str, int]) -> list[dg.AssetsDefinition]:
+    @dg.asset(metadata={"primary_key": ["id"]})
+    def products() -> pa.Table:
+        return pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["tea", "cake", "jam"]})
+
+    @dg.asset(
+        partitions_def=MONTHS,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        deps=[products],
+        metadata={"partition_expr": "day", "foreign_keys": {"product": "products.id"}},
+    )
+    def sales(context: dg.AssetExecutionContext) -> pa.Table:
+        window = context.partition_time_window
+        return sales_rows(window.start.date(), window.end.date(), seed["value"])
+
+    return [products, sales]
+
+
+class Star:
+    """A star-schema file written through HyperIOManager, published to an emulator."""
+
+    def __init__(self, directory: Path, emulator: Emulator) -> None:
+        self.database = directory / "star.hyper"
+        self.seed = {"value": 0}
+        self.assets = star_assets(self.seed)
+        self.publish_asset = tableau_datasource_asset(
+            datasource="Star", project="default", deps=self.assets
+        )
+        self.resources = {
+            "io_manager": HyperIOManager(
+                database=str(self.database),
+                hyper=HyperResource(log_dir=str(directory / "logs")),
+                staging_dir=str(directory / "staging"),
+            ),
+            "tableau": TableauServerResource(
+                server_url=emulator.url, token_name=TOKEN[0], token_secret=TOKEN[1]
+            ),
+        }
+
+    def write(self, asset: str, partition: str | None = None, **kwargs: Any) -> None:
+        everything = [*self.assets, self.publish_asset]
+        result = dg.materialize(
+            everything,
+            selection=[asset],
+            resources=self.resources,
+            partition_key=partition,
+            **kwargs,
+        )
+        assert result.success
+
+    def publish(self) -> str:
+        result = dg.materialize(
+            [*self.assets, self.publish_asset],
+            selection=[self.publish_asset.key],
+            resources=self.resources,
+        )
+        (event,) = result.asset_materializations_for_node(self.publish_asset.op.name)
+        return str(event.metadata["publish"].value)
+
+
+def attached(hyper: SharedHyper, files: dict[str, Path]) -> Connection:
+    connection = Connection(hyper.endpoint)
+    for alias, path in files.items():
+        connection.execute_command(f"ATTACH DATABASE {escape_name(str(path))} AS {alias}")
+    return connection
+
+
+def shape(hyper: SharedHyper, path: Path) -> dict[str, Any]:
+    """Each table's columns (with their recorded Spark types) and keys."""
+    with Connection(hyper.endpoint, str(path)) as connection:
+        catalog = Catalog(connection)
+        return {
+            str(table): (catalog.columns(table), catalog.keys(table))
+            for schema in connection.catalog.get_schema_names()
+            for table in connection.catalog.get_table_names(schema)
+        }
+
+
+def assert_same_tables(hyper: SharedHyper, a: Path, b: Path) -> None:
+    """Both files hold the same tables, columns, keys and rows (as multisets)."""
+    tables = shape(hyper, a)
+    assert shape(hyper, b) == tables
+    with attached(hyper, {"a": a, "b": b}) as connection:
+        for name in tables:
+            left, right = f"a.{name}", f"b.{name}"
+            counts = [
+                connection.execute_scalar_query(f"SELECT COUNT(*) FROM {t}") for t in (left, right)
+            ]
+            differ = connection.execute_scalar_query(
+                f"SELECT COUNT(*) FROM ((SELECT * FROM {left} EXCEPT ALL SELECT * FROM {right}) "
+                f"UNION ALL (SELECT * FROM {right} EXCEPT ALL SELECT * FROM {left})) AS d"
+            )
+            assert (counts[0], differ) == (counts[1], 0), name
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def version_of(hyper: SharedHyper, path: Path) -> int:
+    with Connection(hyper.endpoint, str(path)) as connection:
+        return file_version(connection, path)
+
+
+@pytest.fixture
+def emulator(tmp_path: Path, hyper: SharedHyper):
+    (tmp_path / "server").mkdir()
+    with Emulator(tmp_path / "server", tokens=dict([TOKEN]), hyper=hyper) as running:
+        yield running
+
+
+@pytest.mark.slow
+def test_compaction_after_12_monthly_rewrites(hyper, tmp_path, emulator):
+    star = Star(tmp_path, emulator)
+    star.write("products")
+    star.write(
+        "sales",
+        tags={
+            "dagster/asset_partition_range_start": "2024-01-01",
+            "dagster/asset_partition_range_end": "2024-12-01",
+        },
+    )
+    assert star.publish() == "full"
+    grown_from = star.database.stat().st_size
+    star.seed["value"] = 1
+    for month in MONTHS.get_partition_keys():
+        star.write("sales", month)
+    snapshot = tmp_path / "before.hyper"
+    shutil.copyfile(star.database, snapshot)
+    outbox = star.database.parent / "star.hyper.outbox"
+    pending = {p: p.read_bytes() for p in outbox.rglob("*") if p.is_file()}
+    assert pending  # the 12 rewrites wait there for the next publish
+
+    result = compact(HyperResource(log_dir=str(tmp_path / "logs")), star.database)
+
+    assert result.before_bytes == snapshot.stat().st_size > grown_from
+    assert result.after_bytes == star.database.stat().st_size
+    assert result.after_bytes < 0.75 * result.before_bytes, result
+    assert result.saved_bytes == result.before_bytes - result.after_bytes
+    assert_same_tables(hyper, snapshot, star.database)
+    assert version_of(hyper, star.database) == version_of(hyper, snapshot) == 2
+    assert {p: p.read_bytes() for p in outbox.rglob("*") if p.is_file()} == pending
+    assert sorted(p.name for p in tmp_path.iterdir() if "compacting" in p.name) == []
+
+    # The outbox still describes the file: the next publish sends the 12 months, and the
+    # server's copy then equals the compacted file.
+    assert star.publish() == "update"
+    assert_same_tables(hyper, star.database, emulator.data_dir / "Star.hyper")
+
+
+def test_the_file_format_version_is_kept(hyper, tmp_path):
+    database = tmp_path / "wide.hyper"
+
+    @dg.asset
+    def wide() -> pa.Table:
+        amount = Decimal("12345678901234567890123.45")
+        return pa.table({"amount": pa.array([amount], pa.decimal128(30, 2))})
+
+    io = HyperIOManager(
+        database=str(database),
+        hyper=HyperResource(log_dir=str(tmp_path / "logs"), default_database_version=3),
+    )
+    assert dg.materialize([wide], resources={"io_manager": io}).success
+    compact(HyperResource(log_dir=str(tmp_path / "logs")), database)  # default version 2
+    assert version_of(hyper, database) == 3
+    with Connection(hyper.endpoint, str(database)) as connection:
+        value = connection.execute_scalar_query('SELECT CAST(amount AS TEXT) FROM "Extract".wide')
+    assert value == "12345678901234567890123.45"
+
+
+def filled(hyper: SharedHyper, path: Path, rows: int) -> Path:
+    """A file with a table of `rows` rows, a third of them deleted (so it has holes)."""
+    with Connection(hyper.endpoint, str(path), CreateMode.CREATE_AND_REPLACE) as connection:
+        connection.execute_command("CREATE TABLE t (id BIGINT, label TEXT)")
+        connection.execute_command(
+            f"INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, {rows}) g"
+        )
+        connection.execute_command("DELETE FROM t WHERE id % 3 = 0")
+    return path
+
+
+def test_a_file_open_in_another_program_is_left_as_it_was(hyper, tmp_path):
+    database = filled(hyper, tmp_path / "held.hyper", 10_000)
+    before = digest(database)
+    # The test's hyperd plays Tableau Desktop: another process that has the file open.
+    with Connection(hyper.endpoint, str(database)), pytest.raises(DatabaseLockedError):
+        compact(HyperResource(log_dir=str(tmp_path / "logs"), lock_timeout_seconds=0.5), database)
+    assert digest(database) == before
+    assert [p.name for p in tmp_path.iterdir() if "compacting" in p.name] == []
+
+
+def test_a_failed_copy_leaves_the_original(hyper, tmp_path):
+    database = filled(hyper, tmp_path / "open.hyper", 10_000)
+    before = digest(database)
+    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    # A connection of the same hyperd that ignores the lock keeps the file open read-write:
+    # opening it and reading its version work, Hyper's CREATE DATABASE ... FROM fails.
+    with (
+        Connection(resource.shared.endpoint, str(database)),
+        pytest.raises(HyperException, match="could not be created"),
+    ):
+        compact(resource, database)
+    resource.close()
+    assert digest(database) == before
+    assert [p.name for p in tmp_path.iterdir() if "compacting" in p.name] == []
+
+
+COMPACT_SCRIPT = """
+import sys
+from hyper_assets import HyperResource
+from hyper_assets.compact import compact
+print(compact(HyperResource(log_dir=sys.argv[2]), sys.argv[1]), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_during_compaction_leaves_a_whole_file(hyper, tmp_path):
+    database = filled(hyper, tmp_path / "big.hyper", 6_000_000)
+    snapshot = tmp_path / "snapshot" / "big.hyper"
+    snapshot.parent.mkdir()
+    shutil.copyfile(database, snapshot)
+    copy = database.with_name("big.hyper.compacting")
+    child = subprocess.Popen(
+        [sys.executable, "-c", COMPACT_SCRIPT, str(database), str(tmp_path / "logs")],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not copy.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    was_copying = copy.exists()
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    assert was_copying, "the compaction ended before the copy was seen"
+    # Either the original or its compact copy, whole: the same rows either way.
+    assert_same_tables(hyper, snapshot, database)
+    # The next compaction removes the copy the killed one left behind.
+    result = compact(HyperResource(log_dir=str(tmp_path / "logs")), database)
+    assert not copy.exists()
+    assert result.after_bytes < snapshot.stat().st_size
+    assert_same_tables(hyper, snapshot, database)
