@@ -111,6 +111,7 @@ class SparkCluster:
     web_port: int
     work_dir: Path  # the worker's: one folder per application that got an executor
     env: dict[str, str]
+    pids: list[int]  # the master's and the worker's (its executors are its children)
 
     def state(self) -> dict[str, Any]:
         """The master's JSON status: workers, active and completed applications."""
@@ -148,7 +149,8 @@ def standalone_cluster(directory: Path) -> Iterator[SparkCluster]:
             daemon_env,
         )
         stack.callback(master.stop)
-        cluster = SparkCluster(f"spark://127.0.0.1:{port}", web_port, work_dir, env)
+        pids = [master.process.pid]
+        cluster = SparkCluster(f"spark://127.0.0.1:{port}", web_port, work_dir, env, pids)
         master.wait_until(lambda: _listening(port) and _listening(web_port), "Spark master")
         worker = Daemon(
             [
@@ -170,6 +172,7 @@ def standalone_cluster(directory: Path) -> Iterator[SparkCluster]:
             daemon_env,
         )
         stack.callback(worker.stop)
+        pids.append(worker.process.pid)
         worker.wait_until(lambda: cluster.state().get("aliveworkers") == 1, "Spark worker")
         yield cluster
 
