@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast lint demo ui bench java clean
+.PHONY: test test-fast lint demo ui bench java browser clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -26,7 +26,17 @@ java:
 		exit 1; \
 	fi
 
-test: $(STAMP)
+# The UI test (tests/test_ui.py) drives Debian's Chromium; never `playwright install`.
+browser:
+	@if [ -x /usr/bin/chromium ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Installing Chromium (for the browser test) from the system's packages..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "tests/test_ui.py needs /usr/bin/chromium and is skipped without it (e.g. 'sudo apt-get install chromium')."; \
+	fi
+
+test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest

@@ -12,6 +12,7 @@ from dagster import (
     build_schedule_from_partitioned_job,
     build_sensor_for_freshness_checks,
     define_asset_job,
+    in_process_executor,
     run_status_sensor,
 )
 from dagster_pyspark import PySparkResource
@@ -75,6 +76,9 @@ def build_definitions(
             flights_datasource,
         ],
         asset_checks=build_checks(),
+        # One process per run: Spark starts once for an asset and its checks, and local
+        # Spark parallelises inside the step anyway.
+        executor=in_process_executor,
         jobs=[dimensions_job, facts_job, *fact_jobs.values(), publish_job],
         schedules=[build_schedule_from_partitioned_job(facts_job, hour_of_day=6)],
         sensors=[

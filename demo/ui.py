@@ -26,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     home = (args.data / "dagster_home").absolute()
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").touch()
+    settings = home / "dagster.yaml"
+    if not settings.exists():
+        settings.write_text("telemetry:\n  enabled: false\n")
     emulator_dir = args.data / "emulator"
     emulator_dir.mkdir(parents=True, exist_ok=True)
     secret = os.environ.get("TABLEAU_TOKEN_SECRET") or secrets.token_urlsafe(24)

@@ -77,7 +77,7 @@ def dagster_dev(tmp_path: Path, landing: Path, database: Path) -> Iterator[str]:
     """
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").touch()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     port = _free_port()
     env = {
         **os.environ,
