@@ -1,9 +1,14 @@
 """Compaction: rewrite a fragmented `.hyper` file compactly, in place.
 
-Every partition replace deletes a window of rows, and Hyper reuses the freed space only
-in part, so a file whose partitions are rewritten keeps growing. `compact()` copies the
-file with `CREATE DATABASE copy WITH VERSION n FROM file`, which writes every table
-afresh in the file's own format version, then swaps the copy in with `os.replace`.
+Every partition replace deletes a window of rows. Hyper frees a storage block only once
+all its rows are deleted, and reuses freed blocks only in part, so a file whose
+partitions are rewritten keeps growing. `compact()` copies the file with
+`CREATE DATABASE copy WITH VERSION n FROM file`, which leaves free blocks behind and
+keeps the file's own format version. When a window's rows were scattered over many
+blocks (rows not stored in window order), those blocks stay partly empty after a
+delete; `rewrite_rows` (the default) therefore also loads every table of the copy
+afresh from the original before copying it once more. The result replaces the file
+with `os.replace`.
 
 It holds the database's lock throughout, so no write through `HyperIOManager` (nor a
 publish) runs meanwhile. The change outbox beside the file (`<database>.outbox/`) names
@@ -17,7 +22,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tableauhyperapi import Connection, HyperException, escape_name, escape_string_literal
+from tableauhyperapi import (
+    Connection,
+    HyperException,
+    TableName,
+    escape_name,
+    escape_string_literal,
+)
 
 from hyper_assets.errors import DatabaseLockedError
 from hyper_assets.resource import HyperResource, is_locked_error
@@ -46,30 +57,36 @@ def file_version(connection: Connection, database: Path) -> int:
     )
 
 
-def compact(hyper: HyperResource, database: str | Path) -> CompactResult:
-    """Rewrites `database` compactly, keeping its format version, its tables and keys.
+def compact(
+    hyper: HyperResource, database: str | Path, *, rewrite_rows: bool = True
+) -> CompactResult:
+    """Rewrites `database` compactly, keeping its format version, tables, keys and rows.
 
-    Holding the file's lock: the copy is written beside the file, flushed to disk, then
-    replaces it atomically. On any failure (or a crash) the original is untouched; a copy
-    left by a crash is removed by the next compaction. Raises `DatabaseLockedError` when
-    another program keeps the file open, and `TableNotFoundError` when it does not exist.
+    `rewrite_rows=False` only copies the file's used blocks (fast, but blocks that deletes
+    left partly empty stay so). Holding the file's lock, the copy is written beside the
+    file, flushed to disk, then replaces it atomically; it needs up to twice the file's
+    size of free disk meanwhile. On any failure (or a crash) the original is untouched; a
+    copy left by a crash is removed by the next compaction. Raises `DatabaseLockedError`
+    when another program keeps the file open, `TableNotFoundError` when it is missing.
     """
     path = Path(database).absolute()
-    copy = path.with_name(f"{path.name}.compacting")
+    copies = [path.with_name(f"{path.name}.compacting{n}") for n in (1, 2)]
     started = time.perf_counter()
     with hyper.lock(path):
         with hyper.open(path, create=False) as connection:  # waits for other programs
             version = file_version(connection, path)
         before = path.stat().st_size
         try:
-            copy.unlink(missing_ok=True)
-            with Connection(hyper.shared.endpoint) as connection:
-                connection.execute_command(
-                    f"CREATE DATABASE {escape_name(str(copy))} WITH VERSION {version} "
-                    f"FROM {escape_name(str(path))}"
-                )
-            _fsync(copy)
-            os.replace(copy, path)
+            for copy in copies:
+                copy.unlink(missing_ok=True)
+            _copy(hyper, path, copies[0], version)
+            result = copies[0]
+            if rewrite_rows:
+                _reload_tables(hyper, copies[0], path)
+                _copy(hyper, copies[0], copies[1], version)
+                result = copies[1]
+            _fsync(result)
+            os.replace(result, path)
             _fsync(path.parent)
         except HyperException as error:
             if is_locked_error(error):
@@ -80,9 +97,31 @@ def compact(hyper: HyperResource, database: str | Path) -> CompactResult:
                 ) from error
             raise
         finally:
-            copy.unlink(missing_ok=True)
+            for copy in copies:
+                copy.unlink(missing_ok=True)
         after = path.stat().st_size
     return CompactResult(before, after, round(time.perf_counter() - started, 3))
+
+
+def _copy(hyper: HyperResource, source: Path, target: Path, version: int) -> None:
+    """`target` holds the used blocks of `source` (which no connection may have open)."""
+    with Connection(hyper.shared.endpoint) as connection:
+        connection.execute_command(
+            f"CREATE DATABASE {escape_name(str(target))} WITH VERSION {version} "
+            f"FROM {escape_name(str(source))}"
+        )
+
+
+def _reload_tables(hyper: HyperResource, copy: Path, original: Path) -> None:
+    """Empties every table of `copy` and loads it again from `original`, densely."""
+    with Connection(hyper.shared.endpoint) as connection:
+        for path, alias in ((copy, "compacted"), (original, "original")):
+            connection.execute_command(f"ATTACH DATABASE {escape_name(str(path))} AS {alias}")
+        for schema in connection.catalog.get_schema_names("compacted"):
+            for table in connection.catalog.get_table_names(schema):
+                source = TableName("original", table.schema_name.name, table.name)
+                connection.execute_command(f"TRUNCATE TABLE {table}")
+                connection.execute_command(f"INSERT INTO {table} SELECT * FROM {source}")
 
 
 def _fsync(path: Path) -> None:

@@ -262,29 +262,46 @@ print(compact(HyperResource(log_dir=sys.argv[2]), sys.argv[1]), flush=True)
 """
 
 
-@pytest.mark.slow
-def test_kill_9_during_compaction_leaves_a_whole_file(hyper, tmp_path):
-    database = filled(hyper, tmp_path / "big.hyper", 6_000_000)
-    snapshot = tmp_path / "snapshot" / "big.hyper"
-    snapshot.parent.mkdir()
+def test_rewriting_rows_packs_blocks_that_scattered_deletes_left_partly_empty(hyper, tmp_path):
+    database = filled(hyper, tmp_path / "scattered.hyper", 1_000_000)  # every 3rd row gone
+    snapshot = tmp_path / "snapshot.hyper"
     shutil.copyfile(database, snapshot)
-    copy = database.with_name("big.hyper.compacting")
+    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    blocks = compact(resource, database, rewrite_rows=False)
+    assert_same_tables(hyper, snapshot, database)
+    rows = compact(resource, database)
+    assert_same_tables(hyper, snapshot, database)
+    assert rows.after_bytes < 0.8 * blocks.after_bytes, (blocks, rows)
+
+
+@pytest.fixture(scope="module")
+def big_file(hyper: SharedHyper, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return filled(hyper, tmp_path_factory.mktemp("big") / "big.hyper", 3_000_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["compacting1", "compacting2"])
+def test_kill_9_during_compaction_leaves_a_whole_file(hyper, tmp_path, big_file, stage):
+    """Killed while copying the blocks, or once that copy exists (reloading, second copy)."""
+    database = tmp_path / "big.hyper"
+    shutil.copyfile(big_file, database)
+    mark = database.with_name(f"big.hyper.{stage}")
     child = subprocess.Popen(
         [sys.executable, "-c", COMPACT_SCRIPT, str(database), str(tmp_path / "logs")],
         stdout=subprocess.PIPE,
         start_new_session=True,
     )
     deadline = time.monotonic() + 120
-    while not copy.exists() and child.poll() is None and time.monotonic() < deadline:
+    while not mark.exists() and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
-    was_copying = copy.exists()
+    was_compacting = mark.exists()
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
-    assert was_copying, "the compaction ended before the copy was seen"
+    assert was_compacting, "the compaction ended before it was seen"
     # Either the original or its compact copy, whole: the same rows either way.
-    assert_same_tables(hyper, snapshot, database)
-    # The next compaction removes the copy the killed one left behind.
+    assert_same_tables(hyper, big_file, database)
+    # The next compaction removes what the killed one left behind.
     result = compact(HyperResource(log_dir=str(tmp_path / "logs")), database)
-    assert not copy.exists()
-    assert result.after_bytes < snapshot.stat().st_size
-    assert_same_tables(hyper, snapshot, database)
+    assert [p.name for p in tmp_path.iterdir() if "compacting" in p.name] == []
+    assert result.after_bytes < big_file.stat().st_size
+    assert_same_tables(hyper, big_file, database)
