@@ -1,5 +1,6 @@
 """hyper-assets: Tableau .hyper extracts as Dagster assets, written from Spark."""
 
+from hyper_assets.compaction import CompactResult, compact
 from hyper_assets.errors import (
     ConfigurationError,
     DatabaseLockedError,
@@ -18,6 +19,7 @@ from hyper_assets.tableau.assets import PublishConfig, build_publish_op, tableau
 from hyper_assets.tableau.client import TableauServerResource
 
 __all__ = [
+    "CompactResult",
     "ConfigurationError",
     "DatabaseLockedError",
     "HyperAssetsError",
@@ -32,6 +34,7 @@ __all__ = [
     "TableauServerResource",
     "UnsupportedTypeError",
     "build_publish_op",
+    "compact",
     "landing_sensor",
     "tableau_datasource_asset",
 ]

@@ -20,7 +20,7 @@ import pytest
 from tableauhyperapi import Connection, CreateMode, HyperException, escape_name
 
 from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource
-from hyper_assets.compact import compact, file_version
+from hyper_assets.compaction import compact, file_version
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import tableau_datasource_asset
@@ -257,7 +257,7 @@ def test_a_failed_copy_leaves_the_original(hyper, tmp_path):
 COMPACT_SCRIPT = """
 import sys
 from hyper_assets import HyperResource
-from hyper_assets.compact import compact
+from hyper_assets.compaction import compact
 print(compact(HyperResource(log_dir=sys.argv[2]), sys.argv[1]), flush=True)
 """
 
