@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast lint demo ui bench java browser clean
+.PHONY: test test-fast lint demo ui bench bench-scale java browser clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -57,6 +57,10 @@ ui: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py
+
+# TPC-H scale factor 1: load, cluster, month replace, publish, compaction (about 7 minutes).
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
