@@ -31,6 +31,7 @@ from tableauhyperapi import (
 )
 
 from hyper_assets.errors import DatabaseLockedError
+from hyper_assets.outbox import fsync_path
 from hyper_assets.resource import HyperResource, is_locked_error
 
 
@@ -85,9 +86,9 @@ def compact(
                 _reload_tables(hyper, copies[0], path)
                 _copy(hyper, copies[0], copies[1], version)
                 result = copies[1]
-            _fsync(result)
+            fsync_path(result)
             os.replace(result, path)
-            _fsync(path.parent)
+            fsync_path(path.parent)
         except HyperException as error:
             if is_locked_error(error):
                 raise DatabaseLockedError(
@@ -122,12 +123,3 @@ def _reload_tables(hyper: HyperResource, copy: Path, original: Path) -> None:
                 source = TableName("original", table.schema_name.name, table.name)
                 connection.execute_command(f"TRUNCATE TABLE {table}")
                 connection.execute_command(f"INSERT INTO {table} SELECT * FROM {source}")
-
-
-def _fsync(path: Path) -> None:
-    """Flushes a file, or a directory's entries, to disk."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

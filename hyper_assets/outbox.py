@@ -95,12 +95,12 @@ def write_json(path: Path, body: object) -> None:
         out.flush()
         os.fsync(out.fileno())
     os.replace(temporary, path)
-    sync_directory(path.parent)
+    fsync_path(path.parent)
 
 
-def sync_directory(directory: Path) -> None:
-    """Makes renames and removals in `directory` durable."""
-    handle = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """Flushes a file to disk, or makes renames and removals in a directory durable."""
+    handle = os.open(path, os.O_RDONLY)
     try:
         os.fsync(handle)
     finally:
@@ -177,7 +177,7 @@ class Outbox:
         pending = self._path(change.seq, pending=True)
         if pending.exists():
             os.replace(pending, self._path(change.seq, pending=False))
-            sync_directory(self.directory)
+            fsync_path(self.directory)
 
     def settle(self, connection: Connection) -> None:
         """Commits or drops the pending records a crash or an error left behind."""
@@ -203,7 +203,7 @@ class Outbox:
             ):
                 path.unlink(missing_ok=True)
         if changes:
-            sync_directory(self.directory)
+            fsync_path(self.directory)
 
 
 def _count(connection: Connection, table: TableName) -> int:
