@@ -106,6 +106,10 @@ class Emulator:
         """End every signed-in session: the next authenticated call gets 401."""
         self._sessions.expire_all()
 
+    def forget_request_ids(self) -> None:
+        """Forget every `RequestID`, as Tableau does after 24 hours (jobs stay known)."""
+        self._jobs.forget_request_ids()
+
     def __enter__(self) -> Emulator:
         return self.start()
 

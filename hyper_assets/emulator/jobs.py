@@ -73,6 +73,11 @@ class JobRunner:
         self._queue.put(None)
         self._thread.join(timeout=60)
 
+    def forget_request_ids(self) -> None:
+        """As if 24 hours had passed: a repeated `RequestID` starts a new job."""
+        with self._lock:
+            self._request_ids.clear()
+
     def duplicate(self, request_id: str) -> Job | None:
         """The job a `RequestID` created within the last 24 hours, if any."""
         with self._lock:

@@ -32,12 +32,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from filelock import FileLock
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets.errors import (
     PublishError,
     TableauJobError,
     TableauJobTimeoutError,
+    TableauRequestError,
 )
 from hyper_assets.outbox import Change, Outbox, write_json
 from hyper_assets.resource import HyperResource
@@ -135,7 +137,14 @@ class Publisher:
 
         `full` publishes the whole file, overwriting the data source, and drops a plan that
         an earlier run could not finish.
+
+        One publish of a file runs at a time: a second waits for the first (across
+        processes), then sends what is still unsent, so two runs never send a change twice.
         """
+        with FileLock(f"{self.database}.publish.lock"):
+            return self._publish(full)
+
+    def _publish(self, full: bool) -> PublishResult:
         started = time.perf_counter()
         project_id = self.client.project(self.project).id
         existing = self.client.find_datasource(self.datasource, project_id)
@@ -303,15 +312,19 @@ class Publisher:
                 request_id,
             )
             try:
-                job = self.client.update_data(
-                    state["datasource_id"],
-                    parse_batch({"actions": batch.actions}),
-                    request_id=request_id,
-                    payload=payload,
-                    on_progress=self._upload_progress(batch.payload or ""),
-                )
-                batch.job_id = job.id
-                self._save(plan)
+                # A job an earlier run started is waited for, never sent again: Tableau
+                # forgets a RequestID after 24 hours, but not the job.
+                job = self._known_job(batch.job_id) if batch.job_id else None
+                if job is None:
+                    job = self.client.update_data(
+                        state["datasource_id"],
+                        parse_batch({"actions": batch.actions}),
+                        request_id=request_id,
+                        payload=payload,
+                        on_progress=self._upload_progress(batch.payload or ""),
+                    )
+                    batch.job_id = job.id
+                    self._save(plan)
                 jobs.append(self.client.wait_for_job(job.id, on_progress=self._job_progress()))
             except TableauJobTimeoutError as err:
                 raise PublishError(
@@ -331,6 +344,15 @@ class Publisher:
             batch.done = True
             self._save(plan)
         return jobs
+
+    def _known_job(self, job_id: str) -> Job | None:
+        """The job `job_id`, or None when the server does not know it."""
+        try:
+            return self.client.get_job(job_id)
+        except TableauRequestError as err:
+            if err.status == 404:
+                return None
+            raise
 
     def _upload_progress(self, name: str) -> Callable[[int, int], None]:
         shown = [-1]

@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -102,6 +103,7 @@ class Setup:
     files: Any  # conftest.HyperFiles
     hyper: SharedHyper
     publish_options: dict[str, Any] = field(default_factory=dict)
+    tableau_options: dict[str, Any] = field(default_factory=dict)
 
     def resources(self) -> dict[str, Any]:
         tableau = TableauServerResource(
@@ -113,6 +115,7 @@ class Setup:
             job_poll_initial_seconds=0.02,
             job_poll_max_seconds=0.1,
             max_retries=3,
+            **self.tableau_options,
         )
         io_manager = HyperIOManager(
             database=str(self.database), staging_dir=str(self.database.parent / "staging")
@@ -307,6 +310,45 @@ def test_a_dropped_reply_after_the_patch_was_accepted_then_a_rerun(setup: Setup)
     again = setup.publish()
     assert again["publish"] == "update"
     setup.assert_equal()  # the append arrived once: the server ran the RequestID once
+
+
+def test_a_job_that_outlived_the_wait_is_waited_for_after_its_request_id_expired(
+    setup: Setup,
+) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    setup.emulator.faults.pause_jobs()
+    setup.tableau_options = {"job_timeout_seconds": 0.3}
+    with pytest.raises(PublishError, match="still running"):
+        setup.publish()
+    setup.emulator.faults.resume_jobs()
+    setup.tableau_options = {}
+    # A day later: the server no longer knows the RequestID, so sending the batch again
+    # would apply the append twice. The run waits for the job it started instead.
+    setup.emulator.forget_request_ids()
+    assert setup.publish()["publish"] == "update"
+    assert not Outbox(setup.database).changes()
+    setup.assert_equal()
+
+
+def test_two_publishes_at_once_send_each_change_once(setup: Setup) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    results: list[Any] = []
+
+    def publish() -> None:
+        try:
+            results.append(setup.publish()["publish"])
+        except Exception as err:  # reported by the assertion below
+            results.append(err)
+
+    threads = [threading.Thread(target=publish) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(map(str, results)) == ["none", "update"], results
+    setup.assert_equal()
 
 
 def test_a_failed_job_keeps_the_changes_for_the_next_run(setup: Setup) -> None:
