@@ -10,9 +10,11 @@ expression per dimension and AND them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from dagster import (
@@ -124,13 +126,23 @@ class Window:
 
 
 def _dimension(
-    expr: str, definition: PartitionsDefinition, keys: Sequence[str], columns: Sequence[Column]
+    expr: str,
+    definition: PartitionsDefinition,
+    keys: Sequence[str],
+    columns: Sequence[Column],
+    asset: str,
 ) -> Dimension:
     column = {c.name: c for c in columns}.get(expr)
     if isinstance(definition, TimeWindowPartitionsDefinition):
         instant = column is not None and column.sql_type.tag == TypeTag.TIMESTAMP_TZ
-        windows = [definition.time_window_for_partition_key(k) for k in keys]
-        start, end = min(w.start for w in windows), max(w.end for w in windows)
+        windows = sorted({definition.time_window_for_partition_key(k) for k in keys})
+        if any(a.end != b.start for a, b in pairwise(windows)):
+            raise ConfigurationError(
+                f"Partitions {', '.join(sorted(set(keys)))} of {asset} are not consecutive, "
+                "and one window between the first and the last would cover the ones between "
+                "them too: pass each run of consecutive partitions separately."
+            )
+        start, end = windows[0].start, windows[-1].end
         return TimeRange(expr, column is not None, start, end, instant)
     return KeySet(expr, column is not None, tuple(sorted(set(keys))))
 
@@ -157,13 +169,13 @@ def partition_window(
             raise ConfigurationError(
                 f"Metadata partition_expr of {asset} must be a column name or SQL expression."
             )
-        return Window((_dimension(partition_expr, definition, keys, columns),))
+        return Window((_dimension(partition_expr, definition, keys, columns, asset),))
     if not isinstance(partition_expr, Mapping):
         raise ConfigurationError(
             f"Asset {asset} has multi-partitions: partition_expr must map each dimension "
             f"({', '.join(d.name for d in definition.partitions_defs)}) to a column."
         )
-    parts = []
+    parts, per_dimension = [], []
     for dimension in definition.partitions_defs:
         if dimension.name not in partition_expr:
             raise ConfigurationError(
@@ -173,6 +185,12 @@ def partition_window(
         dim_keys = [
             definition.get_partition_key_from_str(k).keys_by_dimension[dimension.name] for k in keys
         ]
+        per_dimension.append(dim_keys)
         expr = partition_expr[dimension.name]
-        parts.append(_dimension(expr, dimension.partitions_def, dim_keys, columns))
+        parts.append(_dimension(expr, dimension.partitions_def, dim_keys, columns, asset))
+    if math.prod(len(set(k)) for k in per_dimension) != len(set(keys)):
+        raise ConfigurationError(
+            f"Partitions {', '.join(sorted(set(keys)))} of {asset} do not form a rectangle "
+            "(every combination of their dimensions' keys): pass them in groups that do."
+        )
     return Window(tuple(parts))

@@ -26,7 +26,7 @@ from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets import HyperIOManager
 from hyper_assets.emulator import Emulator
-from hyper_assets.errors import PublishError, TableauConnectionError
+from hyper_assets.errors import ConfigurationError, PublishError, TableauConnectionError
 from hyper_assets.outbox import Outbox
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
@@ -238,6 +238,8 @@ def test_rolling_window_delete_and_a_backfill_range(setup: Setup) -> None:
     resources = setup.resources()
     assets, _ = definitions(setup.world, setup.database, resources["tableau"])
     io_manager = resources["io_manager"]
+    with pytest.raises(ConfigurationError, match="not consecutive"):  # 03-02 would go too
+        io_manager.delete_partitions(assets["sales"], ["2024-03-01", "2024-03-03"])
     deleted = io_manager.delete_partitions(assets["sales"], ["2024-03-01"])
     io_manager.hyper.close()
     assert deleted == 5
