@@ -41,6 +41,10 @@ class IngestError(HyperAssetsError):
     """Hyper refused to load the staged data; the stored table is unchanged."""
 
 
+class StagingNotSharedError(ConfigurationError):
+    """Spark staged rows where this process cannot read them (a remote cluster's disk)."""
+
+
 # --- Action batches and the Tableau REST emulator --------------------------------------
 
 

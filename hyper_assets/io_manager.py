@@ -1,7 +1,8 @@
 """`HyperIOManager`: Dagster assets as tables of one star-schema `.hyper` file.
 
 Per frame type only staging and loading differ (Spark: Parquet parts written by the
-executors; Arrow: one Parquet file); the Hyper side is the ingest engine's.
+executors, or rows streamed through Spark Connect, `hyper_assets.transfer`; Arrow: one
+Parquet file); the Hyper side is the ingest engine's.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_window
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
-from hyper_assets.staging import StagingArea, stage_arrow, stage_spark
+from hyper_assets.staging import StagingArea, stage_arrow
 from hyper_assets.tables import Catalog, Keys, parse_foreign_keys, table_label
+from hyper_assets.transfer import StagingMode, resolve_mode, stage_shared, stream, to_spark
 from hyper_assets.types import (
     Column,
     columns_from_arrow,
@@ -68,6 +70,13 @@ class HyperIOManager(ConfigurableIOManager):
         description="Where Spark writes Parquet for Hyper to load: a directory both the "
         "Spark executors and this process see (a shared file system on a cluster). "
         "Default: a local temp directory.",
+    )
+    staging_mode: StagingMode = Field(
+        default=StagingMode.AUTO,
+        description="How Spark rows reach Hyper: 'shared' (Spark writes Parquet into "
+        "staging_dir, checked to hold every row), 'stream' (Arrow batches through the "
+        "Spark Connect channel; nothing shared with the cluster) or 'auto' (shared when "
+        "Spark can read staging_dir, else stream).",
     )
     staging_compression: str = Field(
         default="snappy",
@@ -124,9 +133,13 @@ class HyperIOManager(ConfigurableIOManager):
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
             if isinstance(obj, SparkDataFrame):
-                files = stage_spark(obj, directory, self.staging_compression)
+                mode = resolve_mode(self.staging_mode, obj.sparkSession, self.staging, label)
+                stage = stage_shared if mode is StagingMode.SHARED else stream
+                files = stage(obj, directory, self.staging_compression, label)
+                transfer = {"staging_mode": mode.value}
             else:
                 files = stage_arrow(obj, directory, self.staging_compression)
+                transfer = {}
             staged = time.perf_counter()
             result = self._write(write, files)
         for note in result.notes:
@@ -139,6 +152,7 @@ class HyperIOManager(ConfigurableIOManager):
                 "load_seconds": round(time.perf_counter() - staged, 3),
                 "write_mode": write.mode,
             }
+            | transfer
         )
 
     def _write(self, write: Write, files: list[Path]) -> WriteResult:
@@ -262,8 +276,9 @@ class HyperIOManager(ConfigurableIOManager):
             )
         if as_arrow:
             return pq.read_table(path)
-        frame = active_session(label).read.parquet(str(path))
-        return restore_types(frame, columns)
+        session = active_session(label)
+        mode = resolve_mode(self.staging_mode, session, self.staging, label)
+        return restore_types(to_spark(session, path, mode, label), columns)
 
 
 def _count_key(context: OutputContext) -> str:

@@ -1,9 +1,10 @@
-"""Staging areas: Parquet part files written by Spark or Arrow for Hyper to bulk-load.
+"""Staging areas: Parquet files for Hyper to bulk-load, and Parquet exports for loading.
 
-A staging directory lives under a root that both Spark and hyperd can read (a local
-temp directory by default, a shared file system on a cluster). Each write gets its own
-directory, removed on success and on failure; directories left by killed processes are
-removed by the next process on the same host that stages under the same root.
+A staging directory lives under a root on this machine (a local temp directory by
+default, or a shared file system that a cluster writes too: `hyper_assets.transfer`).
+Each write gets its own directory, removed on success and on failure; directories left
+by killed processes are removed by the next process on the same host that stages under
+the same root.
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
-
-from hyper_assets.spark import prepare_frame
 
 
 def default_staging_root() -> Path:
@@ -95,16 +93,6 @@ class StagingArea:
 def part_files(directory: Path) -> list[Path]:
     """The Parquet part files Spark committed (Hyper takes no globs: list them)."""
     return sorted(p for p in directory.rglob("*.parquet") if not p.name.startswith(("_", ".")))
-
-
-def stage_spark(df: DataFrame, directory: Path, compression: str) -> list[Path]:
-    """Writes a Spark DataFrame (classic or Connect) as Parquet parts; nothing is collected."""
-    target = directory / "parts"
-    writer = prepare_frame(df).write.mode("overwrite").option("compression", compression)
-    # Dictionaries cost Spark time and mostly get thrown away on high-cardinality columns;
-    # the files are read once, locally (docs/performance.md).
-    writer.option("parquet.enable.dictionary", "false").parquet(str(target))
-    return part_files(target)
 
 
 def stage_arrow(table: pa.Table, directory: Path, compression: str) -> list[Path]:

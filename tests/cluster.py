@@ -5,6 +5,10 @@ pyspark distribution; `connect_server(cluster, directory)` starts a Spark Connec
 whose executors run on that cluster. Each daemon runs in its own process group and is
 killed with it (the worker's executors included) when the block ends.
 
+`private_mounts(command, hidden)` runs a daemon the way a remote machine would: in a
+mount namespace of its own where /tmp, the repository and the test's directories are
+empty, so it sees none of the files of the test or of the Dagster process.
+
 `python cluster.py SPARK_CONFIG_JSON DATABASE STAGING_DIR` writes, replaces and loads
 partitions through `HyperIOManager` with the Spark session that config describes
 (classic `spark.master` or `spark.remote`), in a process of its own.
@@ -90,6 +94,43 @@ class Daemon:
         # Children (executors) may outlive a SIGTERMed parent: make sure none is left.
         with suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+# Runs in the new namespace: keep the virtual environment (pyspark and its jars live
+# there) on /mnt, hide each directory under an empty tmpfs, then put the venv back.
+_PRIVATE_MOUNTS = """
+set -e
+venv=$1; shift
+mount --bind "$venv" /mnt
+while [ "$1" != "--" ]; do
+    if [ -d "$1" ]; then mount -t tmpfs none "$1"; fi
+    shift
+done
+shift
+mkdir -p "$venv"
+mount --move /mnt "$venv"
+cd /tmp
+exec "$@"
+"""
+
+
+def private_mounts(command: list[str], hidden: list[Path]) -> list[str]:
+    """`command` in a private mount namespace where /tmp, the repo and `hidden` are empty."""
+    dirs = [Path("/tmp"), REPOSITORY, *hidden]
+    return [
+        "unshare", "-m", "--propagation", "private", "bash", "-c", _PRIVATE_MOUNTS,
+        "private-mounts", sys.prefix, *map(str, dirs), "--", *command,
+    ]  # fmt: skip
+
+
+def can_unshare() -> bool:
+    """Whether this user may create mount namespaces (root, as in CI)."""
+    probe = subprocess.run(
+        private_mounts(["true"], []), capture_output=True, text=True, timeout=30, check=False
+    )
+    return probe.returncode == 0
 
 
 def spark_env(directory: Path) -> dict[str, str]:
@@ -189,8 +230,17 @@ EXECUTOR_CONF = {
 
 
 @contextmanager
-def connect_server(cluster: SparkCluster, directory: Path) -> Iterator[str]:
-    """A Spark Connect server (the driver) whose executors run on `cluster`; yields sc://."""
+def connect_server(
+    directory: Path,
+    master: str = "local[2]",
+    env: dict[str, str] | None = None,
+    hidden: list[Path] | None = None,
+) -> Iterator[str]:
+    """A Spark Connect server (the driver) on a free loopback port; yields its sc:// URL.
+
+    Its executors run on `master` (a cluster's URL, or local threads). With `hidden`, it
+    runs in a private mount namespace (`private_mounts`) and sees none of the test's files.
+    """
     port = free_port()
     conf = EXECUTOR_CONF | {
         "spark.connect.grpc.binding.port": str(port),
@@ -201,13 +251,19 @@ def connect_server(cluster: SparkCluster, directory: Path) -> Iterator[str]:
         "--class",
         "org.apache.spark.sql.connect.service.SparkConnectServer",
         "--master",
-        cluster.master_url,
+        master,
+        "--driver-memory",
+        "1500m",  # results pass through the driver on their way to the client
         "--name",
         "hyper-assets-connect",
     ]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    server = Daemon(command, directory / "connect-server.log", cluster.env)
+    if hidden is not None:
+        command = private_mounts(command, hidden)
+        # Inside the namespace the server's local dirs are on its own (empty) /tmp.
+        env = (env or spark_env(directory)) | {"SPARK_LOCAL_DIRS": "/tmp"}
+    server = Daemon(command, directory / "connect-server.log", env or spark_env(directory))
     try:
         server.wait_until(lambda: _listening(port), "Spark Connect server")
         yield f"sc://127.0.0.1:{port}"

@@ -37,7 +37,8 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
 
 @pytest.fixture(scope="module")
 def connect_url(spark_cluster: SparkCluster, tmp_path_factory: pytest.TempPathFactory):
-    with connect_server(spark_cluster, tmp_path_factory.mktemp("spark-connect")) as url:
+    directory = tmp_path_factory.mktemp("spark-connect")
+    with connect_server(directory, spark_cluster.master_url, spark_cluster.env) as url:
         yield url
 
 

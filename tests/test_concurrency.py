@@ -6,13 +6,13 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import cluster
 import pytest
 from dagster import DagsterInstance
 from filelock import FileLock, Timeout
@@ -180,43 +180,9 @@ def test_kill_9_leaves_the_previous_committed_state(hyper, tmp_path, mode, momen
 
 @pytest.fixture
 def connect_server(tmp_path):
-    """A Spark Connect server from the pyspark distribution, on a free loopback port."""
-    import pyspark
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    server = subprocess.Popen(
-        [
-            str(submit),
-            "--class",
-            "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--master",
-            "local[2]",
-            "--conf",
-            f"spark.connect.grpc.binding.port={port}",
-            "--conf",
-            "spark.connect.grpc.binding.address=127.0.0.1",
-            "--conf",
-            "spark.ui.enabled=false",
-        ],
-        stdout=(tmp_path / "connect-server.log").open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None, (tmp_path / "connect-server.log").read_text()[-2000:]
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.monotonic() < deadline, "the Spark Connect server did not start"
-            time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        _kill(server)
+    """A Spark Connect server from the pyspark distribution (local[2]), on loopback."""
+    with cluster.connect_server(tmp_path) as url:
+        yield url
 
 
 @pytest.mark.slow

@@ -1,0 +1,113 @@
+"""Materialisations through a Spark session given on the command line, one run per step.
+
+`python remote_job.py SPARK_CONFIG_JSON DATABASE STAGING_MODE STEPS_JSON` runs each step
+`[asset, tags]` with `dagster.materialize` (the asset's upstream, if any, is loaded from
+the file) and prints one JSON line: per step, whether it succeeded, its error's class
+and message, its materialisation metadata, and the process's peak RSS before and after.
+Tags: `start` / `end` (the ids), `label`, `partitions` (Spark's, default 2) and `day`
+(the partition key of `readings`).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from typing import Any
+
+from dagster import AssetIn, DailyPartitionsDefinition, asset, materialize
+from dagster_pyspark import PySparkResource
+from pyspark.sql import DataFrame
+
+from hyper_assets import HyperIOManager
+
+DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
+
+
+def _rows(context: Any, pyspark: PySparkResource, extra: str = "") -> DataFrame:
+    tags = context.run.tags
+    return pyspark.spark_session.sql(
+        f"SELECT id, '{tags['label']}' AS label, CAST(id AS DOUBLE) * 1.5 AS price, "
+        f"TIMESTAMP'2024-01-01 08:30:00' + make_interval(0, 0, 0, 0, 0, 0, id) AS at{extra} "
+        f"FROM range({tags['start']}, {tags['end']}, 1, {tags.get('partitions', 2)})"
+    )
+
+
+@asset(metadata={"primary_key": ["id"]})
+def items(context, pyspark: PySparkResource) -> DataFrame:
+    """Full refresh."""
+    return _rows(context, pyspark)
+
+
+@asset(metadata={"write_mode": "append"})
+def events(context, pyspark: PySparkResource) -> DataFrame:
+    return _rows(context, pyspark)
+
+
+@asset(metadata={"write_mode": "upsert", "primary_key": ["id"]})
+def prices(context, pyspark: PySparkResource) -> DataFrame:
+    return _rows(context, pyspark)
+
+
+@asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+def readings(context, pyspark: PySparkResource) -> DataFrame:
+    return _rows(context, pyspark, f", DATE'{context.partition_key}' AS day")
+
+
+@asset(metadata={"primary_key": ["id"]})
+def wide(context, pyspark: PySparkResource) -> DataFrame:
+    """A frame far larger than the memory it may take here: 100-character strings."""
+    return _rows(context, pyspark, ", repeat(sha2(CAST(id AS STRING), 256), 2) AS payload")
+
+
+@asset(ins={"items": AssetIn(metadata={"columns": ["id", "label", "at"]})})
+def summary(items: DataFrame) -> DataFrame:
+    """A downstream asset that loads `items` back into the (remote) session."""
+    return items.groupBy("label").agg({"id": "count", "at": "max"}).toDF("label", "n", "last_at")
+
+
+ASSETS = {a.key.to_user_string(): a for a in (items, events, prices, readings, wide, summary)}
+UPSTREAM = {"summary": items}
+
+
+def _outcome(result: Any) -> dict[str, Any]:
+    outcome: dict[str, Any] = {"success": result.success, "metadata": {}}
+    for event in result.all_events:
+        if event.event_type_value == "STEP_FAILURE":
+            error = event.event_specific_data.error
+            error = error.cause or error  # what handle_output raised
+            outcome["error"] = error.cls_name
+            outcome["message"] = error.message
+        if event.event_type_value == "ASSET_MATERIALIZATION":
+            metadata = event.event_specific_data.materialization.metadata
+            values = {k: v.value for k, v in metadata.items()}
+            outcome["metadata"] = {
+                k: v for k, v in values.items() if isinstance(v, str | int | float | bool)
+            }
+    return outcome
+
+
+def main(config: dict[str, str], database: str, mode: str, steps: list[list[Any]]) -> None:
+    resources = {
+        "io_manager": HyperIOManager(database=database, staging_mode=mode),
+        "pyspark": PySparkResource(spark_config=config),
+    }
+    outcomes = []
+    for name, tags in steps:
+        assets = [ASSETS[name], *([UPSTREAM[name]] if name in UPSTREAM else [])]
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        result = materialize(
+            assets,
+            resources=resources,
+            selection=[name],
+            partition_key=tags.get("day"),
+            tags={k: str(v) for k, v in tags.items()},
+            raise_on_error=False,
+        )
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        outcomes.append(_outcome(result) | {"peak_mb_before": before, "peak_mb_after": after})
+    print(json.dumps(outcomes))
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))

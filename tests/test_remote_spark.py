@@ -1,0 +1,184 @@
+"""HyperIOManager through a Spark Connect server that shares no disk with this process.
+
+The server runs in a private mount namespace (`cluster.private_mounts`): its /tmp, the
+repository and the test's directories are empty tmpfs mounts, as on a remote machine
+(Databricks Connect, a cluster on other hosts). Whatever Spark writes to a path lands on
+its own disk. Each test runs `remote_job.py` in a child process (this process holds a
+classic local session) and reads the stored rows back from the .hyper file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster import can_unshare, connect_server
+from helpers import query
+
+pytestmark = pytest.mark.slow
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if not can_unshare():
+        pytest.skip("a private mount namespace needs root (unshare -m); CI runs as root")
+    directory = tmp_path_factory.mktemp("remote-connect")
+    with connect_server(directory, hidden=[tmp_path_factory.getbasetemp()]) as url:
+        yield url
+
+
+def run(url: str, database: Path, steps: list[Any], mode: str = "auto") -> list[dict[str, Any]]:
+    """Runs `steps` through the remote server; each step's outcome."""
+    config = {"spark.remote": url, "spark.sql.session.timeZone": "America/New_York"}
+    completed = subprocess.run(
+        [
+            sys.executable,
+            HERE / "remote_job.py",
+            json.dumps(config),
+            database,
+            mode,
+            json.dumps(steps),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def ok(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The outcomes, after checking that every step succeeded by streaming."""
+    for outcome in outcomes:
+        assert outcome["success"], outcome.get("message")
+        assert outcome["metadata"]["staging_mode"] == "stream"
+    return outcomes
+
+
+def step(asset: str, start: int, end: int, label: str, **tags: Any) -> list[Any]:
+    return [asset, {"start": start, "end": end, "label": label, **tags}]
+
+
+def summary_of(hyper, database: Path, table: str) -> list[list[Any]]:
+    """label, row count, distinct ids, min id, max id; per label."""
+    return query(
+        hyper,
+        database,
+        f'SELECT label, COUNT(*), COUNT(DISTINCT id), MIN(id), MAX(id) FROM "Extract".{table} '
+        "GROUP BY label ORDER BY label",
+    )
+
+
+def test_full_refresh_of_an_existing_table(hyper, remote, tmp_path):
+    database = tmp_path / "remote.hyper"
+    first, second = ok(
+        run(remote, database, [step("items", 0, 1000, "a"), step("items", 500, 1200, "b")])
+    )
+    assert first["metadata"]["dagster/row_count"] == 1000
+    assert second["metadata"]["dagster/row_count"] == 700
+    assert summary_of(hyper, database, "items") == [["b", 700, 700, 500, 1199]]
+    assert query(
+        hyper,
+        database,
+        'SELECT CAST(at AS TEXT), price FROM "Extract".items WHERE id = 600',
+    ) == [["2024-01-01 08:40:00", 900.0]]
+
+
+def test_partition_replaced_twice(hyper, remote, tmp_path):
+    database = tmp_path / "remote.hyper"
+    ok(
+        run(
+            remote,
+            database,
+            [
+                step("readings", 0, 100, "first", day="2024-01-01"),
+                step("readings", 0, 100, "first", day="2024-01-02"),
+                step("readings", 0, 150, "again", day="2024-01-02"),
+            ],
+        )
+    )
+    assert query(
+        hyper,
+        database,
+        'SELECT CAST(day AS TEXT), label, COUNT(*), COUNT(DISTINCT id) FROM "Extract".readings '
+        "GROUP BY 1, 2 ORDER BY 1",
+    ) == [["2024-01-01", "first", 100, 100], ["2024-01-02", "again", 150, 150]]
+
+
+def test_append_and_upsert(hyper, remote, tmp_path):
+    database = tmp_path / "remote.hyper"
+    ok(
+        run(
+            remote,
+            database,
+            [
+                step("events", 0, 100, "a"),
+                step("events", 100, 250, "b"),
+                step("prices", 0, 100, "a"),
+                step("prices", 50, 150, "b"),
+            ],
+        )
+    )
+    assert summary_of(hyper, database, "events") == [
+        ["a", 100, 100, 0, 99],
+        ["b", 150, 150, 100, 249],
+    ]
+    assert summary_of(hyper, database, "prices") == [["a", 50, 50, 0, 49], ["b", 100, 100, 50, 149]]
+
+
+def test_downstream_asset_loads_the_table_into_the_remote_session(hyper, remote, tmp_path):
+    database = tmp_path / "remote.hyper"
+    ok(run(remote, database, [step("items", 0, 1000, "x"), ["summary", {}]]))
+    assert query(
+        hyper, database, 'SELECT label, n, CAST(last_at AS TEXT) FROM "Extract".summary'
+    ) == [["x", 1000, "2024-01-01 08:46:39"]]
+
+
+def test_empty_frame_empties_the_table(hyper, remote, tmp_path):
+    database = tmp_path / "remote.hyper"
+    _, empty = ok(run(remote, database, [step("items", 0, 1000, "a"), step("items", 0, 0, "a")]))
+    assert empty["metadata"]["dagster/row_count"] == 0
+    assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".items') == [[0]]
+
+
+def test_shared_staging_that_is_not_shared_fails_and_keeps_every_table(hyper, remote, tmp_path):
+    """With streaming off, no write mode stores the cluster's missing parts as no rows."""
+    database = tmp_path / "remote.hyper"
+    writes = [
+        step("items", 0, 100, "old"),
+        step("events", 0, 100, "old"),
+        step("prices", 0, 100, "old"),
+        step("readings", 0, 100, "old", day="2024-01-01"),
+    ]
+    ok(run(remote, database, writes))
+    again = [[name, tags | {"label": "new", "end": 300}] for name, tags in writes]
+    for outcome in run(remote, database, again, mode="shared"):
+        assert not outcome["success"]
+        assert outcome["error"] == "StagingNotSharedError"
+        assert "this process sees 0 there" in outcome["message"]
+        assert "staging_dir" in outcome["message"] and "stream" in outcome["message"]
+    for table in ("items", "events", "prices", "readings"):
+        assert summary_of(hyper, database, table) == [["old", 100, 100, 0, 99]]
+
+
+def test_a_frame_larger_than_the_memory_it_may_use_streams_in_bounded_memory(
+    hyper, remote, tmp_path
+):
+    """2.5M rows of ~170 bytes (~400 MB as Arrow) pass through ~a few batches of memory."""
+    database = tmp_path / "remote.hyper"
+    warm_up = step("wide", 0, 1000, "w")  # the first run's imports and connections
+    _, wide = ok(run(remote, database, [warm_up, step("wide", 0, 2_500_000, "w", partitions=8)]))
+    assert wide["metadata"]["dagster/row_count"] == 2_500_000
+    grown = wide["peak_mb_after"] - wide["peak_mb_before"]
+    assert grown < 150, f"the Python process's peak grew by {grown} MB"
+    assert query(
+        hyper,
+        database,
+        'SELECT COUNT(DISTINCT id), MIN(LENGTH(payload)), MAX(LENGTH(payload)) FROM "Extract".wide',
+    ) == [[2_500_000, 128, 128]]
