@@ -15,6 +15,12 @@ int, string):
             Hyper `COPY` of the part files into a created table.
 - c:        `df.toArrow()` and `pantab.frame_to_hyper`.
 - d:        `Inserter.add_row` over `toLocalIterator()` on 200,000 rows, extrapolated.
+- e:        (a) through a Spark Connect server (local[2], started by the benchmark, on
+            this machine) with `staging_mode="shared"`: the server writes the parts.
+- f:        the same server with `staging_mode="stream"`: the rows come through the
+            Connect channel as Arrow batches (what a remote cluster gets). f/e is the
+            price of streaming. The server's JVM is not a child of the path's process,
+            so its memory is not in the JVM column for e and f.
 
 Fairness: every path runs in its own child process with its own local Spark session
 (same settings), so each one's peak RSS is its own, and none inherits another's JIT or
@@ -38,7 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +55,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from tableauhyperapi import Connection, HyperProcess, TableDefinition
 
+ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ROWS = 5_000_000
 SAMPLE_ROWS = 200_000
 RUNS = ("cold", "warm")
@@ -157,9 +164,13 @@ class PathResult:
 # ---------------------------------------------------------------- the frame
 
 
-def start_spark() -> SparkSession:
+def start_spark(remote: str | None = None) -> SparkSession:
+    """A local session, or a Spark Connect session to `remote` with the same time zone."""
     from pyspark.sql import SparkSession
 
+    if remote:
+        builder = SparkSession.builder.remote(remote)
+        return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("hyper-assets-benchmark")
@@ -259,7 +270,7 @@ def path_spark(ctx: Context) -> Run:
     return Run(laps["noop write"], laps, rows_in_file=0)
 
 
-def io_manager_path(compression: str) -> Callable[[Context], Run]:
+def io_manager_path(compression: str, mode: str = "auto") -> Callable[[Context], Run]:
     def path_io_manager(ctx: Context) -> Run:
         from dagster import asset, materialize
 
@@ -275,6 +286,7 @@ def io_manager_path(compression: str) -> Callable[[Context], Run]:
             hyper=HyperResource(log_dir=str(ctx.logs)),
             staging_dir=str(ctx.work / "staging"),
             staging_compression=compression,
+            staging_mode=mode,
         )
         laps: dict[str, float] = {}
         with timed(laps, "materialize"):
@@ -346,15 +358,18 @@ PATHS: dict[str, tuple[str, Callable[[Context], Run]]] = {
     "b": ("(b) write.parquet + COPY", path_parquet_copy),
     "c": ("(c) toArrow + pantab", path_arrow_pantab),
     "d": ("(d) Inserter.add_row, extrapolated", path_inserter),
+    "e": ("(e) Connect, shared staging", io_manager_path("snappy", "shared")),
+    "f": ("(f) Connect, streamed", io_manager_path("snappy", "stream")),
 }
+CONNECT_PATHS = {"e", "f"}
 
 
 # ---------------------------------------------------------------- child process
 
 
-def run_child(name: str, rows: int, work: Path) -> None:
+def run_child(name: str, rows: int, work: Path, remote: str | None) -> None:
     """Runs one path cold and warm in this fresh process; writes a PathResult as JSON."""
-    spark = start_spark()
+    spark = start_spark(remote if name in CONNECT_PATHS else None)
     result = PathResult(runs=[], python_rss_start=psutil.Process().memory_info().rss)
     for label in RUNS:
         run_dir = work / f"{name}-{label}"
@@ -369,10 +384,23 @@ def run_child(name: str, rows: int, work: Path) -> None:
 # ---------------------------------------------------------------- parent process
 
 
-def run_path(name: str, rows: int, work: Path) -> PathResult:
+@contextmanager
+def connect_server(work: Path) -> Iterator[str]:
+    """The Spark Connect server of paths e and f: local[2], the same 4g as the sessions."""
+    sys.path[:0] = [str(ROOT / "tests")]
+    from cluster import connect_server as start
+
+    directory = work / "connect-server"
+    directory.mkdir()
+    with start(directory, driver_memory="4g") as url:
+        yield url
+
+
+def run_path(name: str, rows: int, work: Path, remote: str | None) -> PathResult:
     """Runs one path in a child process, sampling that process tree meanwhile."""
     log_file = work / f"{name}.log"
     command = [sys.executable, __file__, "--rows", str(rows), "--child", name, "--work", str(work)]
+    command += ["--remote", remote] if remote else []
     # Sampling costs this process CPU too; that is not "other programs".
     busy, mine, started = busy_cpu_seconds(), own_cpu_seconds(), time.monotonic()
     with log_file.open("w") as log:
@@ -439,7 +467,13 @@ def report(rows: int, results: dict[str, PathResult]) -> str:
         "(high = noisy numbers).",
         "",
     ]
-    ratios = [("a/b", "a", "b"), ("c/a", "c", "a"), ("d/a", "d", "a"), ("a'/a", "a-none", "a")]
+    ratios = [
+        ("a/b", "a", "b"),
+        ("c/a", "c", "a"),
+        ("d/a", "d", "a"),
+        ("a'/a", "a-none", "a"),
+        ("f/e", "f", "e"),
+    ]
     for label, top, bottom in ratios:
         if top in results and bottom in results:
             cold, warm = (
@@ -452,6 +486,12 @@ def report(rows: int, results: dict[str, PathResult]) -> str:
             f"(a) Python peak RSS {a.python_peak_rss / MB:.0f} MB ({a.python_rss_start / MB:.0f}"
             f" MB after Spark started); whole materialize call: cold "
             f"{a.runs[0].laps['materialize']:.2f} s, warm {a.runs[1].laps['materialize']:.2f} s"
+        )
+    for name in sorted(CONNECT_PATHS & set(results)):
+        r = results[name]
+        lines.append(
+            f"({name}) Python peak RSS {r.python_peak_rss / MB:.0f} MB "
+            f"({r.python_rss_start / MB:.0f} MB after the Connect session started)"
         )
     expected = {"spark": 0, "d": min(SAMPLE_ROWS, rows)}
     wrong = {
@@ -476,9 +516,10 @@ def main() -> None:
     )
     parser.add_argument("--child", choices=list(PATHS), help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--remote", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        run_child(args.child, args.rows, args.work)
+        run_child(args.child, args.rows, args.work, args.remote)
         return
 
     names = [n.strip() for n in args.paths.split(",") if n.strip()]
@@ -491,7 +532,10 @@ def main() -> None:
         flush=True,
     )
     results: dict[str, PathResult] = {}
-    with tempfile.TemporaryDirectory(prefix="hyper-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="hyper-bench-") as tmp,
+        connect_server(Path(tmp)) if CONNECT_PATHS & set(names) else nullcontext() as remote,
+    ):
         for name in names:
             waited = wait_for_quiet(args.wait)
             print(
@@ -499,7 +543,7 @@ def main() -> None:
                 end=" ",
                 flush=True,
             )
-            results[name] = run_path(name, args.rows, Path(tmp))
+            results[name] = run_path(name, args.rows, Path(tmp), remote)
             print(", ".join(f"{r.seconds:.2f} s" for r in results[name].runs), flush=True)
     print(f"load average {os.getloadavg()[0]:.2f}\n")
     print(report(args.rows, results))

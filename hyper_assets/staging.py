@@ -17,9 +17,13 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from hyper_assets.errors import ConfigurationError
 
 
 def default_staging_root() -> Path:
@@ -51,11 +55,26 @@ def _remove_orphans(root: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
+def local_root(root: str) -> Path:
+    """`root` as a directory of this machine: a path, or a file:// URI."""
+    parsed = urlparse(root)
+    if parsed.scheme == "file":
+        return Path(url2pathname(parsed.path)).absolute()
+    if len(parsed.scheme) > 1:  # a one-letter scheme is a Windows drive
+        raise ConfigurationError(
+            f"staging_dir {root!r}: {parsed.scheme}:// is not a store hyper-assets stages "
+            "in. Give a directory that the Spark cluster and this process both mount (a "
+            "path or file:// URI), or leave staging_dir out: with Spark Connect the rows "
+            "then stream through the Connect channel."
+        )
+    return Path(root).absolute()
+
+
 class StagingArea:
     """Hands out per-write directories below `root` and cleans them up."""
 
-    def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root).absolute() if root else default_staging_root()
+    def __init__(self, root: str | None = None) -> None:
+        self.root = local_root(root) if root else default_staging_root()
         self._swept = False
         self._kept: list[Path] = []
 

@@ -98,30 +98,39 @@ class Daemon:
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
-# Runs in the new namespace: keep the virtual environment (pyspark and its jars live
-# there) on /mnt, hide each directory under an empty tmpfs, then put the venv back.
+# Runs in the new namespace: set the kept directories (the venv, where pyspark and its
+# jars live, and any shared ones) aside on /mnt, hide each hidden directory under an
+# empty tmpfs, then put the kept ones back where they were.
 _PRIVATE_MOUNTS = """
 set -e
-venv=$1; shift
-mount --bind "$venv" /mnt
+mount -t tmpfs none /mnt
+keep=()
+while [ "$1" != "--" ]; do
+    mkdir "/mnt/${#keep[@]}"; mount --bind "$1" "/mnt/${#keep[@]}"; keep+=("$1"); shift
+done
+shift
 while [ "$1" != "--" ]; do
     if [ -d "$1" ]; then mount -t tmpfs none "$1"; fi
     shift
 done
 shift
-mkdir -p "$venv"
-mount --move /mnt "$venv"
+for i in "${!keep[@]}"; do mkdir -p "${keep[$i]}"; mount --move "/mnt/$i" "${keep[$i]}"; done
 cd /tmp
 exec "$@"
 """
 
 
-def private_mounts(command: list[str], hidden: list[Path]) -> list[str]:
-    """`command` in a private mount namespace where /tmp, the repo and `hidden` are empty."""
+def private_mounts(command: list[str], hidden: list[Path], shared: list[Path] = ()) -> list[str]:
+    """`command` in a private mount namespace where /tmp, the repo and `hidden` are empty.
+
+    The virtual environment and the `shared` directories (a file system both sides
+    mount, as NFS would be) stay visible at their paths.
+    """
+    kept = [sys.prefix, *map(str, shared)]
     dirs = [Path("/tmp"), REPOSITORY, *hidden]
     return [
         "unshare", "-m", "--propagation", "private", "bash", "-c", _PRIVATE_MOUNTS,
-        "private-mounts", sys.prefix, *map(str, dirs), "--", *command,
+        "private-mounts", *kept, "--", *map(str, dirs), "--", *command,
     ]  # fmt: skip
 
 
@@ -235,11 +244,14 @@ def connect_server(
     master: str = "local[2]",
     env: dict[str, str] | None = None,
     hidden: list[Path] | None = None,
+    shared: list[Path] = (),
+    driver_memory: str = "1500m",  # results pass through the driver on their way out
 ) -> Iterator[str]:
     """A Spark Connect server (the driver) on a free loopback port; yields its sc:// URL.
 
     Its executors run on `master` (a cluster's URL, or local threads). With `hidden`, it
-    runs in a private mount namespace (`private_mounts`) and sees none of the test's files.
+    runs in a private mount namespace (`private_mounts`) and sees none of the test's files
+    but those under `shared`.
     """
     port = free_port()
     conf = EXECUTOR_CONF | {
@@ -253,14 +265,14 @@ def connect_server(
         "--master",
         master,
         "--driver-memory",
-        "1500m",  # results pass through the driver on their way to the client
+        driver_memory,
         "--name",
         "hyper-assets-connect",
     ]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     if hidden is not None:
-        command = private_mounts(command, hidden)
+        command = private_mounts(command, hidden, shared)
         # Inside the namespace the server's local dirs are on its own (empty) /tmp.
         env = (env or spark_env(directory)) | {"SPARK_LOCAL_DIRS": "/tmp"}
     server = Daemon(command, directory / "connect-server.log", env or spark_env(directory))

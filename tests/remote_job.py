@@ -1,8 +1,8 @@
 """Materialisations through a Spark session given on the command line, one run per step.
 
-`python remote_job.py SPARK_CONFIG_JSON DATABASE STAGING_MODE STEPS_JSON` runs each step
-`[asset, tags]` with `dagster.materialize` (the asset's upstream, if any, is loaded from
-the file) and prints one JSON line: per step, whether it succeeded, its error's class
+`python remote_job.py SPARK_CONFIG_JSON DATABASE STAGING_MODE STEPS_JSON [STAGING_DIR]`
+runs each step `[asset, tags]` with `dagster.materialize` (the asset's upstream, if any,
+is loaded from the file) and prints one JSON line: per step, whether it succeeded, its error's class
 and message, its materialisation metadata, and the process's peak RSS before and after.
 Tags: `start` / `end` (the ids), `label`, `partitions` (Spark's, default 2) and `day`
 (the partition key of `readings`).
@@ -87,9 +87,11 @@ def _outcome(result: Any) -> dict[str, Any]:
     return outcome
 
 
-def main(config: dict[str, str], database: str, mode: str, steps: list[list[Any]]) -> None:
+def main(
+    config: dict[str, str], database: str, mode: str, steps: list[list[Any]], staging: str | None
+) -> None:
     resources = {
-        "io_manager": HyperIOManager(database=database, staging_mode=mode),
+        "io_manager": HyperIOManager(database=database, staging_mode=mode, staging_dir=staging),
         "pyspark": PySparkResource(spark_config=config),
     }
     outcomes = []
@@ -110,4 +112,5 @@ def main(config: dict[str, str], database: str, mode: str, steps: list[list[Any]
 
 
 if __name__ == "__main__":
-    main(json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))
+    staging_dir = sys.argv[5] if len(sys.argv) > 5 else None
+    main(json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), staging_dir)

@@ -3,8 +3,10 @@
 The server runs in a private mount namespace (`cluster.private_mounts`): its /tmp, the
 repository and the test's directories are empty tmpfs mounts, as on a remote machine
 (Databricks Connect, a cluster on other hosts). Whatever Spark writes to a path lands on
-its own disk. Each test runs `remote_job.py` in a child process (this process holds a
-classic local session) and reads the stored rows back from the .hyper file.
+its own disk. A second server keeps one directory visible (as an NFS mount would be):
+there the probe finds it and shared staging is used. Each test runs `remote_job.py` in a
+child process (this process holds a classic local session) and reads the stored rows
+back from the .hyper file.
 """
 
 from __future__ import annotations
@@ -24,27 +26,42 @@ pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
 
 
-@pytest.fixture(scope="module")
-def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module", autouse=True)
+def _namespaces() -> None:
     if not can_unshare():
         pytest.skip("a private mount namespace needs root (unshare -m); CI runs as root")
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     directory = tmp_path_factory.mktemp("remote-connect")
     with connect_server(directory, hidden=[tmp_path_factory.getbasetemp()]) as url:
         yield url
 
 
-def run(url: str, database: Path, steps: list[Any], mode: str = "auto") -> list[dict[str, Any]]:
+@pytest.fixture(scope="module")
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("nfs")
+
+
+@pytest.fixture(scope="module")
+def remote_with_shared_dir(
+    tmp_path_factory: pytest.TempPathFactory, shared_dir: Path
+) -> Iterator[str]:
+    directory = tmp_path_factory.mktemp("remote-connect-nfs")
+    hidden = [tmp_path_factory.getbasetemp()]
+    with connect_server(directory, hidden=hidden, shared=[shared_dir]) as url:
+        yield url
+
+
+def run(
+    url: str, database: Path, steps: list[Any], mode: str = "auto", staging: str = ""
+) -> list[dict[str, Any]]:
     """Runs `steps` through the remote server; each step's outcome."""
     config = {"spark.remote": url, "spark.sql.session.timeZone": "America/New_York"}
+    arguments = [json.dumps(config), database, mode, json.dumps(steps), *[staging] * bool(staging)]
     completed = subprocess.run(
-        [
-            sys.executable,
-            HERE / "remote_job.py",
-            json.dumps(config),
-            database,
-            mode,
-            json.dumps(steps),
-        ],
+        [sys.executable, HERE / "remote_job.py", *arguments],
         capture_output=True,
         text=True,
         timeout=600,
@@ -53,11 +70,11 @@ def run(url: str, database: Path, steps: list[Any], mode: str = "auto") -> list[
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def ok(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The outcomes, after checking that every step succeeded by streaming."""
+def ok(outcomes: list[dict[str, Any]], mode: str = "stream") -> list[dict[str, Any]]:
+    """The outcomes, after checking that every step succeeded in staging mode `mode`."""
     for outcome in outcomes:
         assert outcome["success"], outcome.get("message")
-        assert outcome["metadata"]["staging_mode"] == "stream"
+        assert outcome["metadata"]["staging_mode"] == mode
     return outcomes
 
 
@@ -182,3 +199,17 @@ def test_a_frame_larger_than_the_memory_it_may_use_streams_in_bounded_memory(
         database,
         'SELECT COUNT(DISTINCT id), MIN(LENGTH(payload)), MAX(LENGTH(payload)) FROM "Extract".wide',
     ) == [[2_500_000, 128, 128]]
+
+
+@pytest.mark.parametrize("as_uri", [False, True], ids=["path", "file-uri"])
+def test_a_directory_both_sides_mount_is_found_and_used_for_shared_staging(
+    hyper, remote_with_shared_dir, shared_dir, tmp_path, as_uri
+):
+    database = tmp_path / "remote.hyper"
+    staging = shared_dir / "staging"
+    steps = [step("items", 0, 1000, "a"), step("items", 0, 400, "b"), ["summary", {}]]
+    uri = staging.as_uri() if as_uri else str(staging)
+    ok(run(remote_with_shared_dir, database, steps, staging=uri), mode="shared")
+    assert summary_of(hyper, database, "items") == [["b", 400, 400, 0, 399]]
+    assert query(hyper, database, 'SELECT label, n FROM "Extract".summary') == [["b", 400]]
+    assert list(staging.rglob("*.parquet")) == []  # each write's parts were removed
