@@ -27,7 +27,6 @@ from tableauhyperapi import (
     HyperException,
     TableName,
     escape_name,
-    escape_string_literal,
 )
 
 from hyper_assets.errors import (
@@ -38,7 +37,7 @@ from hyper_assets.errors import (
     UnsupportedTypeError,
 )
 from hyper_assets.partitions import Window
-from hyper_assets.staging import staged_row_count
+from hyper_assets.staging import external_sql, staged_row_count
 from hyper_assets.tables import (
     Catalog,
     Keys,
@@ -92,10 +91,9 @@ def transaction(connection: Connection) -> Iterator[None]:
 
 
 def source_sql(files: list[Path], columns: list[Column]) -> str:
-    """The staged Parquet `files` as a subquery `src` with `columns`' Hyper types."""
-    paths = ", ".join(escape_string_literal(str(f)) for f in files)
+    """The staged `files` as a subquery `src` with `columns`' Hyper types."""
     select = ", ".join(f"{c.load_sql} AS {escape_name(c.name)}" for c in columns)
-    return f"(SELECT {select} FROM external(ARRAY[{paths}], FORMAT => 'parquet')) AS src"
+    return f"(SELECT {select} FROM {external_sql(files)}) AS src"
 
 
 def _insert(connection: Connection, write: Write, target: TableName, files: list[Path]) -> int:

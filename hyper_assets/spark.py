@@ -25,14 +25,22 @@ def prepare_frame(df: DataFrame) -> DataFrame:
     """Casts the columns that Parquet or Hyper cannot take as they are.
 
     TimestampType becomes TimestampNTZ (the wall clock of the session time zone, which is
-    what a Tableau user should see); TIME and NULL-typed columns become strings.
+    what a Tableau user should see); TIME and NULL-typed columns become strings;
+    intervals become their microseconds or months (`Column.staged_as`), which both
+    Parquet and Arrow carry.
     """
     casts = {}
     for field in df.schema.fields:
+        ref = _col(field.name)
         if type(field.dataType) is T.TimestampType:
-            casts[field.name] = _col(field.name).cast("timestamp_ntz")
+            casts[field.name] = ref.cast("timestamp_ntz")
         elif isinstance(field.dataType, T.TimeType | T.NullType):
-            casts[field.name] = _col(field.name).cast("string")
+            casts[field.name] = ref.cast("string")
+        elif isinstance(field.dataType, T.DayTimeIntervalType):
+            seconds = ref.cast("interval second").cast("decimal(38, 6)")
+            casts[field.name] = (seconds * F.lit(1_000_000)).cast("bigint")
+        elif isinstance(field.dataType, T.YearMonthIntervalType):
+            casts[field.name] = ref.cast("interval month").cast("int")
     return df.withColumns(casts) if casts else df
 
 

@@ -1,4 +1,7 @@
-"""Staging areas: Parquet files for Hyper to bulk-load, and Parquet exports for loading.
+"""Staging areas: the files Hyper bulk-loads, and the Parquet exports that loads read.
+
+Staged files are Parquet (Spark's parts, an Arrow table) or an Arrow IPC stream (rows
+streamed from Spark Connect, `hyper_assets.transfer`).
 
 A staging directory lives under a root on this machine (a local temp directory by
 default, or a shared file system that a cluster writes too: `hyper_assets.transfer`).
@@ -22,6 +25,7 @@ from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tableauhyperapi import escape_name, escape_string_literal
 
 from hyper_assets.errors import ConfigurationError
 
@@ -121,6 +125,67 @@ def stage_arrow(table: pa.Table, directory: Path, compression: str) -> list[Path
     return [path]
 
 
+#: Arrow types Hyper reads from an Arrow IPC stream, and the SQL type it requires for each.
+_ARROW_STREAM_TYPES: dict[pa.DataType, str] = {
+    pa.bool_(): "BOOLEAN",
+    pa.int8(): "SMALLINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.float32(): "REAL",
+    pa.float64(): "DOUBLE PRECISION",
+    pa.string(): "TEXT",
+    pa.binary(): "BYTEA",
+    pa.date32(): "DATE",
+    pa.timestamp("us"): "TIMESTAMP",
+}
+
+
+def _arrow_stream_type(t: pa.DataType) -> str | None:
+    if pa.types.is_decimal128(t):
+        return f"NUMERIC({t.precision}, {t.scale})"
+    if pa.types.is_timestamp(t) and t.unit == "us" and t.tz:
+        return "TIMESTAMPTZ"
+    return _ARROW_STREAM_TYPES.get(t)
+
+
+def arrow_stream_readable(schema: pa.Schema) -> bool:
+    """Whether Hyper reads every column of `schema` from an Arrow IPC stream."""
+    return all(_arrow_stream_type(f.type) for f in schema)
+
+
+def is_arrow_stream(path: Path) -> bool:
+    return path.suffix == ".arrows"
+
+
+def _stream_schema(path: Path) -> pa.Schema:
+    with pa.ipc.open_stream(pa.memory_map(str(path))) as reader:
+        return reader.schema
+
+
+def external_sql(files: list[Path]) -> str:
+    """`external(...)` over the staged files: Parquet parts, or Arrow IPC streams.
+
+    Hyper infers a Parquet file's columns; an Arrow stream's it must be told, with the
+    nullability of the stream's fields.
+    """
+    paths = ", ".join(escape_string_literal(str(f)) for f in files)
+    if not is_arrow_stream(files[0]):
+        return f"external(ARRAY[{paths}], FORMAT => 'parquet')"
+    columns = ", ".join(
+        f"{escape_name(f.name)} {_arrow_stream_type(f.type)}" + ("" if f.nullable else " NOT NULL")
+        for f in _stream_schema(files[0])
+    )
+    return f"external(ARRAY[{paths}], FORMAT => 'arrowstream', COLUMNS => DESCRIPTOR({columns}))"
+
+
 def staged_row_count(files: list[Path]) -> int:
-    """Rows in the staged files, from their footers (no data is read)."""
-    return sum(pq.read_metadata(f).num_rows for f in files)
+    """Rows in the staged files, from Parquet footers or Arrow batch headers."""
+    rows = 0
+    for path in files:
+        if is_arrow_stream(path):
+            with pa.ipc.open_stream(pa.memory_map(str(path))) as reader:
+                rows += sum(batch.num_rows for batch in reader)  # memory-mapped: no copy
+        else:
+            rows += pq.read_metadata(path).num_rows
+    return rows

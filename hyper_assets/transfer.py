@@ -6,8 +6,9 @@
   wrote them (an `Observation`), so parts left on the cluster's own disk are never taken
   for an empty frame.
 - `stream`: a Spark Connect session sends the rows through its own channel as Arrow
-  record batches, written to local Parquet as they arrive (a few batches in memory at
-  a time). Nothing is shared with, or installed on, the cluster.
+  record batches, written to a local file as they arrive (an Arrow IPC stream, or
+  Parquet for column types Hyper does not read from Arrow; a few batches in memory).
+  Nothing is shared with, or installed on, the cluster.
 
 `auto` picks `shared` when Spark reads back a file this process staged (a probe, once
 per session and staging root; a local classic session needs none), else `stream` for
@@ -25,15 +26,22 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.connect.session import SparkSession as ConnectSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from hyper_assets.errors import ConfigurationError, IngestError, StagingNotSharedError
 from hyper_assets.spark import prepare_frame
-from hyper_assets.staging import StagingArea, part_files, staged_row_count
+from hyper_assets.staging import (
+    StagingArea,
+    arrow_stream_readable,
+    part_files,
+    staged_row_count,
+)
 
 
 class StagingMode(StrEnum):
@@ -97,8 +105,8 @@ def _staging_shared(session: SparkSession, area: StagingArea) -> bool:
             (directory / "probe.txt").write_text(token)
             try:
                 seen = [row[0] for row in session.read.text(str(directory)).collect()]
-            except PySparkException:  # PATH_NOT_FOUND on the driver, or on an executor
-                seen = []
+            except (PySparkException, Py4JJavaError):
+                seen = []  # PATH_NOT_FOUND on the driver, FILE_NOT_EXIST on an executor
         _probed[key] = seen == [token]
     return _probed[key]
 
@@ -134,13 +142,12 @@ def stage_shared(df: DataFrame, directory: Path, compression: str, table: str) -
 
 
 def stream(df: DataFrame, directory: Path, compression: str, table: str) -> list[Path]:
-    """Receives `df` (Spark Connect) as Arrow batches into one local Parquet file."""
+    """Receives `df` (Spark Connect) as Arrow batches into one local file."""
     counted, observation = _counted(df)
     client = counted.sparkSession.client
     plan = counted._plan.to_proto(client)
-    path = directory / "streamed.parquet"
     received = 0
-    with _ParquetSink(path, compression) as sink:
+    with _Sink(directory / "streamed", compression) as sink:
         for item in client.to_table_as_iterator(plan, counted._plan.observations):
             if not isinstance(item, T.StructType) and item.num_rows:
                 sink.add(item)
@@ -151,43 +158,59 @@ def stream(df: DataFrame, directory: Path, compression: str, table: str) -> list
             f"Spark produced {written} rows of {table} but {received} arrived through the "
             "Spark Connect channel; nothing was written. Run the step again."
         )
-    return [path] if received else []
+    return [sink.path] if sink.path else []
 
 
-class _ParquetSink:
-    """Writes Arrow tables to one Parquet file, in row groups of a bounded size."""
+class _Sink:
+    """Writes arriving Arrow tables to one file as they come.
 
-    def __init__(self, path: Path, compression: str) -> None:
-        self.path, self.compression = path, compression
-        self.writer: pq.ParquetWriter | None = None
+    An Arrow IPC stream when Hyper reads every column type from one (writing it costs
+    next to nothing); else Parquet in row groups of about STREAM_ROW_GROUP_BYTES.
+    """
+
+    def __init__(self, stem: Path, compression: str) -> None:
+        self.stem, self.compression = stem, compression
+        self.path: Path | None = None
+        self.writer: pa.ipc.RecordBatchStreamWriter | pq.ParquetWriter | None = None
         self.pending: list[pa.Table] = []
         self.size = 0
 
-    def __enter__(self) -> _ParquetSink:
+    def __enter__(self) -> _Sink:
         return self
 
     def add(self, table: pa.Table) -> None:
-        self.pending.append(table)
-        self.size += table.nbytes
-        if self.size >= STREAM_ROW_GROUP_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        table = pa.concat_tables(self.pending)
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, table.schema, compression=self.compression)
-        self.writer.write_table(table, row_group_size=len(table))
-        self.pending, self.size = [], 0
+            self._open(table.schema)
+        if isinstance(self.writer, pq.ParquetWriter):
+            self.pending.append(table)
+            self.size += table.nbytes
+            if self.size >= STREAM_ROW_GROUP_BYTES:
+                self._flush()
+        else:
+            self.writer.write_table(table)
+
+    def _open(self, schema: pa.Schema) -> None:
+        if arrow_stream_readable(schema):
+            self.path = self.stem.with_suffix(".arrows")
+            self.writer = pa.ipc.new_stream(str(self.path), schema)
+        else:
+            self.path = self.stem.with_suffix(".parquet")
+            self.writer = pq.ParquetWriter(self.path, schema, compression=self.compression)
+
+    def _flush(self) -> None:
+        if self.pending:
+            table = pa.concat_tables(self.pending)
+            self.writer.write_table(table, row_group_size=len(table))
+            self.pending, self.size = [], 0
 
     def __exit__(self, *exc: object) -> None:
+        if self.writer is None:
+            return
         try:
             if exc[0] is None:
-                self.flush()
+                self._flush()
         finally:
-            if self.writer is not None:
-                self.writer.close()
+            self.writer.close()
 
 
 def to_spark(session: SparkSession, path: Path, mode: StagingMode, table: str) -> DataFrame:
@@ -207,7 +230,10 @@ def to_spark(session: SparkSession, path: Path, mode: StagingMode, table: str) -
     # A chunk at least the cache threshold is uploaded as an artifact at once; smaller
     # ones ride inside the plan, so only the last chunk stays in this process's memory.
     threshold = int(session.conf.get("spark.sql.session.localRelationCacheThreshold"))
-    chunks = [session.createDataFrame(c) for c in _chunks(pq.ParquetFile(path), threshold)]
+    file = pq.ParquetFile(path)
+    # A timestamp without time zone is TimestampNTZ, as Spark reads it from Parquet.
+    schema = from_arrow_schema(file.schema_arrow, prefer_timestamp_ntz=True)
+    chunks = [session.createDataFrame(c, schema) for c in _chunks(file, threshold)]
     return functools.reduce(lambda a, b: a.union(b), chunks)
 
 

@@ -175,8 +175,12 @@ class SparkCluster:
 
 
 @contextmanager
-def standalone_cluster(directory: Path) -> Iterator[SparkCluster]:
-    """A master and one worker (1 core, 1g) on free loopback ports, stopped at the end."""
+def standalone_cluster(directory: Path, hidden: list[Path] | None = None) -> Iterator[SparkCluster]:
+    """A master and one worker (1 core, 1g) on free loopback ports, stopped at the end.
+
+    With `hidden`, the worker and its executors run in a private mount namespace
+    (`private_mounts`), as on another host; their logs then stay inside it.
+    """
     env = spark_env(directory)
     daemon_env = env | {"SPARK_DAEMON_MEMORY": "256m"}  # the master's and worker's own heap
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
@@ -202,25 +206,25 @@ def standalone_cluster(directory: Path) -> Iterator[SparkCluster]:
         pids = [master.process.pid]
         cluster = SparkCluster(f"spark://127.0.0.1:{port}", web_port, work_dir, env, pids)
         master.wait_until(lambda: _listening(port) and _listening(web_port), "Spark master")
-        worker = Daemon(
-            [
-                spark_class,
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                "127.0.0.1",
-                "--webui-port",
-                str(free_port()),
-                "--cores",
-                "1",
-                "--memory",
-                "1g",
-                "--work-dir",
-                str(work_dir),
-                cluster.master_url,
-            ],
-            directory / "worker.log",
-            daemon_env,
-        )
+        command = [
+            spark_class,
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--webui-port",
+            str(free_port()),
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--work-dir",
+            "/tmp/worker" if hidden is not None else str(work_dir),
+            cluster.master_url,
+        ]
+        if hidden is not None:
+            command = private_mounts(command, hidden)
+            daemon_env = daemon_env | {"SPARK_LOCAL_DIRS": "/tmp"}
+        worker = Daemon(command, directory / "worker.log", daemon_env)
         stack.callback(worker.stop)
         pids.append(worker.process.pid)
         worker.wait_until(lambda: cluster.state().get("aliveworkers") == 1, "Spark worker")

@@ -18,8 +18,10 @@ from typing import Any
 from dagster import AssetIn, DailyPartitionsDefinition, asset, materialize
 from dagster_pyspark import PySparkResource
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from test_types import ROWS_SQL, as_text
 
-from hyper_assets import HyperIOManager
+from hyper_assets import HyperIOManager, HyperResource
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
 
@@ -66,8 +68,26 @@ def summary(items: DataFrame) -> DataFrame:
     return items.groupBy("label").agg({"id": "count", "at": "max"}).toDF("label", "n", "last_at")
 
 
-ASSETS = {a.key.to_user_string(): a for a in (items, events, prices, readings, wide, summary)}
-UPSTREAM = {"summary": items}
+@asset
+def typed(pyspark: PySparkResource) -> DataFrame:
+    """Every Spark atomic type, with NULLs and extremes (test_types.ROWS_SQL)."""
+    frame = pyspark.spark_session.sql(ROWS_SQL)
+    return frame.withColumn("row", F.monotonically_increasing_id()).coalesce(1)
+
+
+@asset
+def typed_back(context, typed: DataFrame) -> None:
+    """Writes what the loaded `typed` holds, as text, and its types to the tag `out`."""
+    types = {f.name: f.dataType.simpleString() for f in typed.schema.fields}
+    with open(context.run.tags["out"], "w") as out:
+        json.dump({"rows": as_text(typed), "types": types}, out)
+
+
+ASSETS = {
+    a.key.to_user_string(): a
+    for a in (items, events, prices, readings, wide, summary, typed, typed_back)
+}
+UPSTREAM = {"summary": items, "typed_back": typed}
 
 
 def _outcome(result: Any) -> dict[str, Any]:
@@ -91,7 +111,12 @@ def main(
     config: dict[str, str], database: str, mode: str, steps: list[list[Any]], staging: str | None
 ) -> None:
     resources = {
-        "io_manager": HyperIOManager(database=database, staging_mode=mode, staging_dir=staging),
+        "io_manager": HyperIOManager(
+            database=database,
+            staging_mode=mode,
+            staging_dir=staging,
+            hyper=HyperResource(default_database_version=3),  # for decimal(38)
+        ),
         "pyspark": PySparkResource(spark_config=config),
     }
     outcomes = []

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster import can_unshare, connect_server
+from cluster import EXECUTOR_CONF, can_unshare, connect_server, standalone_cluster
 from helpers import query
 
 pytestmark = pytest.mark.slow
@@ -54,11 +54,22 @@ def remote_with_shared_dir(
         yield url
 
 
+@pytest.fixture(scope="module")
+def isolated_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A standalone master here and its one worker in a private mount namespace."""
+    directory = tmp_path_factory.mktemp("isolated-worker")
+    with standalone_cluster(directory, hidden=[tmp_path_factory.getbasetemp()]) as cluster:
+        yield cluster.master_url
+
+
 def run(
     url: str, database: Path, steps: list[Any], mode: str = "auto", staging: str = ""
 ) -> list[dict[str, Any]]:
-    """Runs `steps` through the remote server; each step's outcome."""
-    config = {"spark.remote": url, "spark.sql.session.timeZone": "America/New_York"}
+    """Runs `steps` through the Spark at `url` (sc://, or a classic master); their outcomes."""
+    session = (
+        {"spark.remote": url} if url.startswith("sc://") else EXECUTOR_CONF | {"spark.master": url}
+    )
+    config = session | {"spark.sql.session.timeZone": "America/New_York"}
     arguments = [json.dumps(config), database, mode, json.dumps(steps), *[staging] * bool(staging)]
     completed = subprocess.run(
         [sys.executable, HERE / "remote_job.py", *arguments],
@@ -213,3 +224,43 @@ def test_a_directory_both_sides_mount_is_found_and_used_for_shared_staging(
     assert summary_of(hyper, database, "items") == [["b", 400, 400, 0, 399]]
     assert query(hyper, database, 'SELECT label, n FROM "Extract".summary') == [["b", 400]]
     assert list(staging.rglob("*.parquet")) == []  # each write's parts were removed
+
+
+def test_classic_session_whose_executors_cannot_see_the_staging_directory(
+    hyper, isolated_worker, tmp_path
+):
+    """Driver here, executors elsewhere: the driver commits an empty directory with a
+    _SUCCESS marker, and only the row count tells that the parts are on another disk."""
+    database = tmp_path / "classic.hyper"
+    ok(run("local[1]", database, [step("items", 0, 100, "old")]), mode="shared")
+    new = [step("items", 0, 300, "new")]
+    (probed,) = run(isolated_worker, database, new)
+    assert probed["error"] == "StagingNotSharedError", probed["message"][:3000]
+    assert "cannot read" in probed["message"] and "Spark Connect" in probed["message"]
+    (written,) = run(isolated_worker, database, new, mode="shared")
+    assert written["error"] == "StagingNotSharedError"
+    assert "Spark wrote 300 rows of Extract.items" in written["message"]
+    assert "this process sees 0 there" in written["message"]
+    (streamed,) = run(isolated_worker, database, new, mode="stream")
+    assert streamed["error"] == "ConfigurationError"
+    assert "needs a Spark Connect session" in streamed["message"]
+    assert summary_of(hyper, database, "items") == [["old", 100, 100, 0, 99]]
+
+
+def test_every_spark_type_streams_and_loads_back(spark, hyper, remote, tmp_path):
+    """The round trip of test_types, through the remote server: the same text, the same types."""
+    from test_types import ROWS_SQL, as_text
+
+    database, out = tmp_path / "types.hyper", tmp_path / "back.json"
+    written, loaded = run(remote, database, [["typed", {}], ["typed_back", {"out": str(out)}]])
+    ok([written])
+    assert loaded["success"], loaded.get("message")
+    from pyspark.sql import functions as F
+
+    source = spark.sql(ROWS_SQL).withColumn("row", F.monotonically_increasing_id()).coalesce(1)
+    back = json.loads(out.read_text())
+    assert [tuple(r) for r in back["rows"]] == as_text(source)
+    assert back["types"] == {f.name: f.dataType.simpleString() for f in source.schema.fields}
+    assert query(hyper, database, 'SELECT CAST(ts AS TEXT) FROM "Extract".typed ORDER BY "row"')[
+        1
+    ] == ["2024-03-10 03:30:00"]
