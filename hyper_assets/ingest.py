@@ -1,4 +1,4 @@
-"""The ingest engine: bulk-load staged Parquet parts into one table of an open `.hyper`.
+"""The ingest engine: bulk-load staged files into one table of an open `.hyper`.
 
 Each write is one of four modes, each done in as few transactions as Hyper allows
 (a transaction may not mix DDL and DML, and a failed statement aborts it):

@@ -164,19 +164,24 @@ def _stream_schema(path: Path) -> pa.Schema:
 
 
 def external_sql(files: list[Path]) -> str:
-    """`external(...)` over the staged files: Parquet parts, or Arrow IPC streams.
+    """The staged files as a FROM item: Parquet parts, or Arrow IPC streams.
 
     Hyper infers a Parquet file's columns; an Arrow stream's it must be told, with the
-    nullability of the stream's fields.
+    nullability of the stream's fields, and it scans one stream per `external`.
     """
-    paths = ", ".join(escape_string_literal(str(f)) for f in files)
     if not is_arrow_stream(files[0]):
+        paths = ", ".join(escape_string_literal(str(f)) for f in files)
         return f"external(ARRAY[{paths}], FORMAT => 'parquet')"
     columns = ", ".join(
         f"{escape_name(f.name)} {_arrow_stream_type(f.type)}" + ("" if f.nullable else " NOT NULL")
         for f in _stream_schema(files[0])
     )
-    return f"external(ARRAY[{paths}], FORMAT => 'arrowstream', COLUMNS => DESCRIPTOR({columns}))"
+    scans = " UNION ALL ".join(
+        f"SELECT * FROM external({escape_string_literal(str(f))}, FORMAT => 'arrowstream', "
+        f"COLUMNS => DESCRIPTOR({columns}))"
+        for f in files
+    )
+    return f"({scans}) AS staged"
 
 
 def staged_row_count(files: list[Path]) -> int:

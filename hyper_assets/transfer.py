@@ -19,6 +19,7 @@ no channel to stream through, and gets a `StagingNotSharedError` saying what to 
 from __future__ import annotations
 
 import functools
+import os
 import uuid
 from collections.abc import Iterator
 from enum import StrEnum
@@ -52,6 +53,8 @@ class StagingMode(StrEnum):
     STREAM = "stream"  # Arrow batches through the Spark Connect channel
 
 
+#: Arrow IPC stream files that streamed rows are spread over (Hyper loads them in parallel).
+STREAM_FILES = min(os.cpu_count() or 2, 8)
 #: Arrow bytes buffered before a row group of the streamed Parquet file is written.
 STREAM_ROW_GROUP_BYTES = 16 * 1024 * 1024
 
@@ -147,7 +150,7 @@ def stream(df: DataFrame, directory: Path, compression: str, table: str) -> list
     client = counted.sparkSession.client
     plan = counted._plan.to_proto(client)
     received = 0
-    with _Sink(directory / "streamed", compression) as sink:
+    with _Sink(directory, compression) as sink:
         for item in client.to_table_as_iterator(plan, counted._plan.observations):
             if not isinstance(item, T.StructType) and item.num_rows:
                 sink.add(item)
@@ -158,59 +161,61 @@ def stream(df: DataFrame, directory: Path, compression: str, table: str) -> list
             f"Spark produced {written} rows of {table} but {received} arrived through the "
             "Spark Connect channel; nothing was written. Run the step again."
         )
-    return [sink.path] if sink.path else []
+    return sink.paths
 
 
 class _Sink:
-    """Writes arriving Arrow tables to one file as they come.
+    """Writes arriving Arrow tables to local files as they come.
 
-    An Arrow IPC stream when Hyper reads every column type from one (writing it costs
-    next to nothing); else Parquet in row groups of about STREAM_ROW_GROUP_BYTES.
+    When Hyper reads every column type from Arrow: IPC streams, one per core, filled in
+    turn. Writing them costs next to nothing, and Hyper scans each stream on one thread,
+    so several load in parallel. Otherwise one Parquet file, in row groups of about
+    STREAM_ROW_GROUP_BYTES.
     """
 
-    def __init__(self, stem: Path, compression: str) -> None:
-        self.stem, self.compression = stem, compression
-        self.path: Path | None = None
-        self.writer: pa.ipc.RecordBatchStreamWriter | pq.ParquetWriter | None = None
+    def __init__(self, directory: Path, compression: str) -> None:
+        self.directory, self.compression = directory, compression
+        self.paths: list[Path] = []
+        self.writers: list[pa.ipc.RecordBatchStreamWriter | pq.ParquetWriter] = []
         self.pending: list[pa.Table] = []
-        self.size = 0
+        self.size = self.tables = 0
 
     def __enter__(self) -> _Sink:
         return self
 
     def add(self, table: pa.Table) -> None:
-        if self.writer is None:
+        if not self.writers:
             self._open(table.schema)
-        if isinstance(self.writer, pq.ParquetWriter):
+        if isinstance(self.writers[0], pq.ParquetWriter):
             self.pending.append(table)
             self.size += table.nbytes
             if self.size >= STREAM_ROW_GROUP_BYTES:
                 self._flush()
         else:
-            self.writer.write_table(table)
+            self.writers[self.tables % len(self.writers)].write_table(table)
+        self.tables += 1
 
     def _open(self, schema: pa.Schema) -> None:
         if arrow_stream_readable(schema):
-            self.path = self.stem.with_suffix(".arrows")
-            self.writer = pa.ipc.new_stream(str(self.path), schema)
+            self.paths = [self.directory / f"streamed-{i}.arrows" for i in range(STREAM_FILES)]
+            self.writers = [pa.ipc.new_stream(str(p), schema) for p in self.paths]
         else:
-            self.path = self.stem.with_suffix(".parquet")
-            self.writer = pq.ParquetWriter(self.path, schema, compression=self.compression)
+            self.paths = [self.directory / "streamed.parquet"]
+            self.writers = [pq.ParquetWriter(self.paths[0], schema, compression=self.compression)]
 
     def _flush(self) -> None:
         if self.pending:
             table = pa.concat_tables(self.pending)
-            self.writer.write_table(table, row_group_size=len(table))
+            self.writers[0].write_table(table, row_group_size=len(table))
             self.pending, self.size = [], 0
 
     def __exit__(self, *exc: object) -> None:
-        if self.writer is None:
-            return
         try:
             if exc[0] is None:
                 self._flush()
         finally:
-            self.writer.close()
+            for writer in self.writers:
+                writer.close()
 
 
 def to_spark(session: SparkSession, path: Path, mode: StagingMode, table: str) -> DataFrame:
