@@ -367,6 +367,17 @@ CONNECT_PATHS = {"e", "f"}
 # ---------------------------------------------------------------- child process
 
 
+def warm_up(rows: int, work: Path, remote: str) -> None:
+    """Has the Connect server serve paths e and f once each; nothing is measured."""
+    spark = start_spark(remote)
+    for name in sorted(CONNECT_PATHS):
+        run_dir = work / f"warm-up-{name}"
+        run_dir.mkdir()
+        PATHS[name][1](Context(spark, rows, run_dir))
+        shutil.rmtree(run_dir)
+    spark.stop()
+
+
 def run_child(name: str, rows: int, work: Path, remote: str | None) -> None:
     """Runs one path cold and warm in this fresh process; writes a PathResult as JSON."""
     spark = start_spark(remote if name in CONNECT_PATHS else None)
@@ -517,7 +528,11 @@ def main() -> None:
     parser.add_argument("--child", choices=list(PATHS), help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--remote", help=argparse.SUPPRESS)
+    parser.add_argument("--warm-up", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.warm_up:
+        warm_up(args.rows, args.work, args.remote)
+        return
     if args.child:
         run_child(args.child, args.rows, args.work, args.remote)
         return
@@ -536,6 +551,11 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="hyper-bench-") as tmp,
         connect_server(Path(tmp)) if CONNECT_PATHS & set(names) else nullcontext() as remote,
     ):
+        if remote:
+            print("  warming the Spark Connect server up (e and f once each) ...", flush=True)
+            command = [sys.executable, __file__, "--rows", str(args.rows), "--warm-up"]
+            command += ["--work", tmp, "--remote", remote]
+            subprocess.run(command, check=True, capture_output=True)
         for name in names:
             waited = wait_for_quiet(args.wait)
             print(
