@@ -63,13 +63,18 @@ def isolated_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def run(
-    url: str, database: Path, steps: list[Any], mode: str = "auto", staging: str = ""
+    url: str,
+    database: Path,
+    steps: list[Any],
+    mode: str = "auto",
+    staging: str = "",
+    conf: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Runs `steps` through the Spark at `url` (sc://, or a classic master); their outcomes."""
     session = (
         {"spark.remote": url} if url.startswith("sc://") else EXECUTOR_CONF | {"spark.master": url}
     )
-    config = session | {"spark.sql.session.timeZone": "America/New_York"}
+    config = session | {"spark.sql.session.timeZone": "America/New_York"} | (conf or {})
     arguments = [json.dumps(config), database, mode, json.dumps(steps), *[staging] * bool(staging)]
     completed = subprocess.run(
         [sys.executable, HERE / "remote_job.py", *arguments],
@@ -116,6 +121,14 @@ def test_full_refresh_of_an_existing_table(hyper, remote, tmp_path):
         database,
         'SELECT CAST(at AS TEXT), price FROM "Extract".items WHERE id = 600',
     ) == [["2024-01-01 08:40:00", 900.0]]
+
+
+def test_columns_hyper_cannot_read_from_arrow_stream_through_parquet(hyper, remote, tmp_path):
+    """Large string types (an Arrow type Hyper's stream reader refuses) go through Parquet."""
+    database = tmp_path / "remote.hyper"
+    large = {"spark.sql.execution.arrow.useLargeVarTypes": "true"}
+    ok(run(remote, database, [step("items", 0, 1000, "large")], conf=large))
+    assert summary_of(hyper, database, "items") == [["large", 1000, 1000, 0, 999]]
 
 
 def test_partition_replaced_twice(hyper, remote, tmp_path):
