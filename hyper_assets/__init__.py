@@ -9,6 +9,7 @@ from hyper_assets.errors import (
     NullInNotNullColumnError,
     PublishError,
     SchemaMismatchError,
+    StagingNotSharedError,
     TableNotFoundError,
     UnsupportedTypeError,
 )
@@ -17,6 +18,7 @@ from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
 from hyper_assets.tableau.assets import PublishConfig, build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.transfer import StagingMode
 
 __all__ = [
     "CompactResult",
@@ -30,6 +32,8 @@ __all__ = [
     "PublishConfig",
     "PublishError",
     "SchemaMismatchError",
+    "StagingMode",
+    "StagingNotSharedError",
     "TableNotFoundError",
     "TableauServerResource",
     "UnsupportedTypeError",

@@ -32,7 +32,6 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.connect.session import SparkSession as ConnectSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from hyper_assets.errors import ConfigurationError, IngestError, StagingNotSharedError
@@ -63,7 +62,8 @@ _probed: dict[tuple[str, str], bool] = {}
 
 
 def is_connect(session: SparkSession) -> bool:
-    return isinstance(session, ConnectSession)
+    """A Spark Connect session (told by its class, without importing the Connect client)."""
+    return type(session).__module__.startswith("pyspark.sql.connect.")
 
 
 def resolve_mode(
