@@ -38,7 +38,7 @@ class ConfigurationError(HyperAssetsError):
 
 
 class IngestError(HyperAssetsError):
-    """Hyper refused to load the staged data; the stored table is unchanged."""
+    """The staged rows could not be loaded, or not all arrived; the table is unchanged."""
 
 
 class StagingNotSharedError(ConfigurationError):

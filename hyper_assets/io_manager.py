@@ -67,9 +67,9 @@ class HyperIOManager(ConfigurableIOManager):
     )
     staging_dir: str | None = Field(
         default=None,
-        description="Where Spark writes Parquet for Hyper to load: a directory both the "
-        "Spark executors and this process see (a shared file system on a cluster). "
-        "Default: a local temp directory.",
+        description="Where Spark writes Parquet for Hyper to load: a directory (a path or "
+        "file:// URI) both the Spark executors and this process see (a shared file system "
+        "on a cluster). Default: a local temp directory.",
     )
     staging_mode: StagingMode = Field(
         default=StagingMode.AUTO,

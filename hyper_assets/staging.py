@@ -159,7 +159,7 @@ def is_arrow_stream(path: Path) -> bool:
 
 
 def _stream_schema(path: Path) -> pa.Schema:
-    with pa.ipc.open_stream(pa.memory_map(str(path))) as reader:
+    with pa.memory_map(str(path)) as source, pa.ipc.open_stream(source) as reader:
         return reader.schema
 
 
@@ -189,7 +189,7 @@ def staged_row_count(files: list[Path]) -> int:
     rows = 0
     for path in files:
         if is_arrow_stream(path):
-            with pa.ipc.open_stream(pa.memory_map(str(path))) as reader:
+            with pa.memory_map(str(path)) as source, pa.ipc.open_stream(source) as reader:
                 rows += sum(batch.num_rows for batch in reader)  # memory-mapped: no copy
         else:
             rows += pq.read_metadata(path).num_rows

@@ -6,8 +6,9 @@
   wrote them (an `Observation`), so parts left on the cluster's own disk are never taken
   for an empty frame.
 - `stream`: a Spark Connect session sends the rows through its own channel as Arrow
-  record batches, written to a local file as they arrive (an Arrow IPC stream, or
-  Parquet for column types Hyper does not read from Arrow; a few batches in memory).
+  record batches, written to local files as they arrive (Arrow IPC streams, one per
+  core, or Parquet for column types Hyper does not read from Arrow; a few batches in
+  memory).
   Nothing is shared with, or installed on, the cluster.
 
 `auto` picks `shared` when Spark reads back a file this process staged (a probe, once
@@ -121,6 +122,18 @@ def _counted(df: DataFrame) -> tuple[DataFrame, Observation]:
     return counted, observation
 
 
+def _observed_rows(observation: Observation, table: str) -> int:
+    """The rows Spark counted while producing `table`'s frame."""
+    rows = observation.get.get("rows")
+    if rows is None:
+        raise IngestError(
+            f"Spark did not report how many rows of {table} it produced, so they cannot be "
+            "checked; nothing was written. Run the step again; if it persists, report the "
+            "Spark version."
+        )
+    return int(rows)
+
+
 def stage_shared(df: DataFrame, directory: Path, compression: str, table: str) -> list[Path]:
     """Has Spark write `df` as Parquet parts; fails unless this process sees every row."""
     target = directory / "parts"
@@ -129,7 +142,7 @@ def stage_shared(df: DataFrame, directory: Path, compression: str, table: str) -
     # Dictionaries cost Spark time and mostly get thrown away on high-cardinality columns;
     # the files are read once, locally (docs/performance.md).
     writer.option("parquet.enable.dictionary", "false").parquet(str(target))
-    written = observation.get["rows"]
+    written = _observed_rows(observation, table)
     files = part_files(target)
     seen = staged_row_count(files)
     if not target.is_dir() or seen != written:
@@ -137,15 +150,19 @@ def stage_shared(df: DataFrame, directory: Path, compression: str, table: str) -
             f"Spark wrote {written} rows of {table} to {target}, but this process sees "
             f"{seen} there: the cluster wrote to a disk this process does not share. "
             f"Nothing was written; {table} is unchanged. Either set the HyperIOManager's "
-            "staging_dir to storage both sides reach (a shared mount, or a URI such as "
-            "s3://...), or, with Spark Connect, set staging_mode='auto' or 'stream' so the "
-            "rows come through the Connect channel."
+            "staging_dir to a directory both sides mount (a path or file:// URI), or, with "
+            "Spark Connect, set staging_mode='auto' or 'stream' so the rows come through "
+            "the Connect channel."
         )
     return files
 
 
 def stream(df: DataFrame, directory: Path, compression: str, table: str) -> list[Path]:
-    """Receives `df` (Spark Connect) as Arrow batches into one local file."""
+    """Receives `df` (Spark Connect) as Arrow batches into local files (`_Sink`).
+
+    `to_table_as_iterator` is the Connect client's own batch iterator behind
+    `toLocalIterator`; pyspark has no public API that yields Arrow batches.
+    """
     counted, observation = _counted(df)
     client = counted.sparkSession.client
     plan = counted._plan.to_proto(client)
@@ -155,7 +172,7 @@ def stream(df: DataFrame, directory: Path, compression: str, table: str) -> list
             if not isinstance(item, T.StructType) and item.num_rows:
                 sink.add(item)
                 received += item.num_rows
-    written = observation.get["rows"]
+    written = _observed_rows(observation, table)
     if received != written:
         raise IngestError(
             f"Spark produced {written} rows of {table} but {received} arrived through the "
@@ -235,10 +252,10 @@ def to_spark(session: SparkSession, path: Path, mode: StagingMode, table: str) -
     # A chunk at least the cache threshold is uploaded as an artifact at once; smaller
     # ones ride inside the plan, so only the last chunk stays in this process's memory.
     threshold = int(session.conf.get("spark.sql.session.localRelationCacheThreshold"))
-    file = pq.ParquetFile(path)
-    # A timestamp without time zone is TimestampNTZ, as Spark reads it from Parquet.
-    schema = from_arrow_schema(file.schema_arrow, prefer_timestamp_ntz=True)
-    chunks = [session.createDataFrame(c, schema) for c in _chunks(file, threshold)]
+    with pq.ParquetFile(path) as file:
+        # A timestamp without time zone is TimestampNTZ, as Spark reads it from Parquet.
+        schema = from_arrow_schema(file.schema_arrow, prefer_timestamp_ntz=True)
+        chunks = [session.createDataFrame(c, schema) for c in _chunks(file, threshold)]
     return functools.reduce(lambda a, b: a.union(b), chunks)
 
 

@@ -1,9 +1,10 @@
 """A Spark standalone cluster on loopback for tests, and the job they run against it.
 
 `standalone_cluster(directory)` starts a master and one worker (1 core, 1g) from the
-pyspark distribution; `connect_server(cluster, directory)` starts a Spark Connect server
-whose executors run on that cluster. Each daemon runs in its own process group and is
-killed with it (the worker's executors included) when the block ends.
+pyspark distribution; `connect_server(directory, master)` starts a Spark Connect server
+whose executors run on `master` (that cluster, or local threads). Each daemon runs in
+its own process group and is killed with it (the worker's executors included) when the
+block ends.
 
 `private_mounts(command, hidden)` runs a daemon the way a remote machine would: in a
 mount namespace of its own where /tmp, the repository and the test's directories are
