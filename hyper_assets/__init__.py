@@ -16,6 +16,7 @@ from hyper_assets.errors import (
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
+from hyper_assets.staging import S3Staging
 from hyper_assets.tableau.assets import PublishConfig, build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.transfer import StagingMode
@@ -31,6 +32,7 @@ __all__ = [
     "NullInNotNullColumnError",
     "PublishConfig",
     "PublishError",
+    "S3Staging",
     "SchemaMismatchError",
     "StagingMode",
     "StagingNotSharedError",

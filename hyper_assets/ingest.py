@@ -27,6 +27,7 @@ from tableauhyperapi import (
     HyperException,
     TableName,
     escape_name,
+    escape_string_literal,
 )
 
 from hyper_assets.errors import (
@@ -37,7 +38,7 @@ from hyper_assets.errors import (
     UnsupportedTypeError,
 )
 from hyper_assets.partitions import Window
-from hyper_assets.staging import external_sql, staged_row_count
+from hyper_assets.staging import is_arrow_stream, staged_row_count, stream_schema
 from hyper_assets.tables import (
     Catalog,
     Keys,
@@ -46,7 +47,7 @@ from hyper_assets.tables import (
     schema_differences,
     table_label,
 )
-from hyper_assets.types import Column
+from hyper_assets.types import Column, columns_from_arrow
 
 WriteMode = Literal["replace", "partition", "append", "upsert"]
 
@@ -90,6 +91,28 @@ def transaction(connection: Connection) -> Iterator[None]:
     connection.execute_command("COMMIT")
 
 
+def external_sql(files: list[Path]) -> str:
+    """The staged files as a FROM item: Parquet parts, or Arrow IPC streams.
+
+    Hyper infers a Parquet file's columns; an Arrow stream's it must be told, with the
+    nullability of the stream's fields, and it scans one stream per `external`.
+    """
+    if not is_arrow_stream(files[0]):
+        paths = ", ".join(escape_string_literal(str(f)) for f in files)
+        return f"external(ARRAY[{paths}], FORMAT => 'parquet')"
+    # Version 4 maps each Arrow type to the one Hyper's stream reader requires (float32: REAL).
+    columns = ", ".join(
+        f"{escape_name(c.name)} {c.sql}" + ("" if c.nullable else " NOT NULL")
+        for c in columns_from_arrow(stream_schema(files[0]), "streamed rows", version=4)
+    )
+    scans = " UNION ALL ".join(
+        f"SELECT * FROM external({escape_string_literal(str(f))}, FORMAT => 'arrowstream', "
+        f"COLUMNS => DESCRIPTOR({columns}))"
+        for f in files
+    )
+    return f"({scans}) AS staged"
+
+
 def source_sql(files: list[Path], columns: list[Column]) -> str:
     """The staged `files` as a subquery `src` with `columns`' Hyper types."""
     select = ", ".join(f"{c.load_sql} AS {escape_name(c.name)}" for c in columns)
@@ -97,15 +120,33 @@ def source_sql(files: list[Path], columns: list[Column]) -> str:
 
 
 def _insert(connection: Connection, write: Write, target: TableName, files: list[Path]) -> int:
-    """INSERT the staged rows (only those inside `write.where`); returns the row count."""
+    """INSERTs the staged rows; returns the row count.
+
+    Every staged row must arrive: with a partition filter, rows outside it abort the
+    transaction; without one, a count that differs from the staged files' is an error.
+    """
     if not files:
         return 0
     names = ", ".join(escape_name(c.name) for c in write.columns)
     where = f" WHERE {write.where}" if write.where else ""
     source = source_sql(files, write.columns)
-    return connection.execute_command(
+    loaded = connection.execute_command(
         f"INSERT INTO {target} ({names}) SELECT {names} FROM {source}{where}"
     )
+    expected = staged_row_count(files)
+    if loaded != expected and write.where:
+        raise SchemaMismatchError(
+            f"{expected - loaded} of {expected} rows for {table_label(write.table)} fall "
+            f"outside the partition being written ({write.where}) or have NULL there; "
+            "nothing was written. Filter the DataFrame to the partition's window "
+            "(context.partition_time_window) before returning it."
+        )
+    if loaded != expected:
+        raise IngestError(
+            f"Hyper loaded {loaded} of the {expected} rows staged for "
+            f"{table_label(write.table)}; nothing was written. Run the step again."
+        )
+    return loaded
 
 
 def _explain(
@@ -191,7 +232,7 @@ def _write(connection: Connection, catalog: Catalog, write: Write, files: list[P
             connection.execute_command(f"CREATE SCHEMA IF NOT EXISTS {table.schema_name}")
             for statement in create_table_sql(table, write.columns, write.keys):
                 connection.execute_command(statement)
-            return _checked_insert(connection, write, table, files)
+            return _insert(connection, write, table, files)
     stored = catalog.columns(table)
     if write.mode == "replace":
         nullability = {c.name: c.nullable for c in stored}
@@ -210,7 +251,7 @@ def _write(connection: Connection, catalog: Catalog, write: Write, files: list[P
             connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
         elif write.mode == "upsert" and files:
             _delete_upserted(connection, write, files)
-        return _checked_insert(connection, write, table, files)
+        return _insert(connection, write, table, files)
 
 
 def _delete_upserted(connection: Connection, write: Write, files: list[Path]) -> None:
@@ -233,22 +274,6 @@ def _delete_upserted(connection: Connection, write: Write, files: list[Path]) ->
     connection.execute_command(
         f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {source} WHERE {match})"
     )
-
-
-def _checked_insert(
-    connection: Connection, write: Write, target: TableName, files: list[Path]
-) -> int:
-    """INSERTs; with a partition filter, rows outside it abort the transaction."""
-    loaded = _insert(connection, write, target, files)
-    expected = staged_row_count(files)
-    if write.where and loaded != expected:
-        raise SchemaMismatchError(
-            f"{expected - loaded} of {expected} rows for {table_label(write.table)} fall "
-            f"outside the partition being written ({write.where}) or have NULL there; "
-            "nothing was written. Filter the DataFrame to the partition's window "
-            "(context.partition_time_window) before returning it."
-        )
-    return loaded
 
 
 def _swap(connection: Connection, catalog: Catalog, write: Write, files: list[Path]) -> int:

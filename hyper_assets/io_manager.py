@@ -26,7 +26,7 @@ from dagster import (
     TableColumnConstraints,
     TableSchema,
 )
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 from pyspark.sql import DataFrame as SparkDataFrame
 from tableauhyperapi import Connection, TableName, escape_string_literal
 
@@ -36,9 +36,15 @@ from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_window
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
-from hyper_assets.staging import StagingArea, stage_arrow
+from hyper_assets.staging import (
+    S3Staging,
+    StagingArea,
+    is_arrow_stream,
+    parse_root,
+    stage_arrow,
+)
 from hyper_assets.tables import Catalog, Keys, parse_foreign_keys, table_label
-from hyper_assets.transfer import StagingMode, resolve_mode, stage_shared, stream, to_spark
+from hyper_assets.transfer import StagingMode, resolve_mode, stage, to_spark
 from hyper_assets.types import (
     Column,
     columns_from_arrow,
@@ -69,7 +75,13 @@ class HyperIOManager(ConfigurableIOManager):
         default=None,
         description="Where Spark writes Parquet for Hyper to load: a directory (a path or "
         "file:// URI) both the Spark executors and this process see (a shared file system "
-        "on a cluster). Default: a local temp directory.",
+        "on a cluster), or a store both reach (s3://, gs://, abfss://, hdfs://; files are "
+        "copied through pyarrow). Default: a local temp directory.",
+    )
+    staging_s3: S3Staging | None = Field(
+        default=None,
+        description="Credentials and endpoint this process uses for an s3:// staging_dir "
+        "(default: the AWS chain). Spark uses its own (fs.s3a.* settings).",
     )
     staging_mode: StagingMode = Field(
         default=StagingMode.AUTO,
@@ -87,10 +99,17 @@ class HyperIOManager(ConfigurableIOManager):
 
     _staging: StagingArea | None = PrivateAttr(default=None)
 
+    @field_validator("staging_dir")
+    @classmethod
+    def _known_store(cls, value: str | None) -> str | None:
+        if value:
+            parse_root(value)  # an unknown scheme fails at definition, not at the first write
+        return value
+
     @property
     def staging(self) -> StagingArea:
         if self._staging is None:
-            self._staging = StagingArea(self.staging_dir)
+            self._staging = StagingArea(self.staging_dir, self.staging_s3)
         return self._staging
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
@@ -134,9 +153,9 @@ class HyperIOManager(ConfigurableIOManager):
         with self.staging.directory("write") as directory:
             if isinstance(obj, SparkDataFrame):
                 mode = resolve_mode(self.staging_mode, obj.sparkSession, self.staging, label)
-                stage = stage_shared if mode is StagingMode.SHARED else stream
-                files = stage(obj, directory, self.staging_compression, label)
-                transfer = {"staging_mode": mode.value}
+                files = stage(obj, mode, self.staging, directory, self.staging_compression, label)
+                staged_as = "arrow stream" if files and is_arrow_stream(files[0]) else "parquet"
+                transfer = {"staging_mode": mode.value, "staged_format": staged_as}
             else:
                 files = stage_arrow(obj, directory, self.staging_compression)
                 transfer = {}
@@ -264,6 +283,9 @@ class HyperIOManager(ConfigurableIOManager):
         label = table_label(table)
         wanted = (context.definition_metadata or {}).get("columns")
         as_arrow = context.dagster_type.typing_type is pa.Table
+        if not as_arrow:  # before the export: a session that cannot load it fails first
+            session = active_session(label)
+            mode = resolve_mode(self.staging_mode, session, self.staging, label)
         path = self.staging.keep("load") / "table.parquet"
         with self.hyper.connect(self.database, create=False) as connection:
             stored = self._stored_columns(connection, table, context.asset_key.to_user_string())
@@ -276,9 +298,7 @@ class HyperIOManager(ConfigurableIOManager):
             )
         if as_arrow:
             return pq.read_table(path)
-        session = active_session(label)
-        mode = resolve_mode(self.staging_mode, session, self.staging, label)
-        return restore_types(to_spark(session, path, mode, label), columns)
+        return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 
 
 def _count_key(context: OutputContext) -> str:

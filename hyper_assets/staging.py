@@ -3,11 +3,13 @@
 Staged files are Parquet (Spark's parts, an Arrow table) or an Arrow IPC stream (rows
 streamed from Spark Connect, `hyper_assets.transfer`).
 
-A staging directory lives under a root on this machine (a local temp directory by
-default, or a shared file system that a cluster writes too: `hyper_assets.transfer`).
-Each write gets its own directory, removed on success and on failure; directories left
-by killed processes are removed by the next process on the same host that stages under
-the same root.
+A staging directory lives under a root on this machine: a local temp directory by
+default, or a shared file system that a cluster writes too. With a remote root (an
+object store or HDFS URI) each directory has a twin there that Spark reads and writes,
+and files are copied between the two (`hyper_assets.transfer`). Each write gets its own
+directory, removed on success and on failure; local directories left by killed
+processes are removed by the next process on the same host that stages under the same
+root (remote twins are not: give the remote prefix a lifecycle rule).
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from tableauhyperapi import escape_name, escape_string_literal
+from dagster import Config
+from pydantic import Field
 
 from hyper_assets.errors import ConfigurationError
 
@@ -59,28 +64,138 @@ def _remove_orphans(root: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def local_root(root: str) -> Path:
-    """`root` as a directory of this machine: a path, or a file:// URI."""
+#: Stores a cluster writes and this process reaches through pyarrow's file systems, by
+#: the schemes Spark knows them under (s3a and s3n are Hadoop's names for s3).
+REMOTE_SCHEMES = {
+    "s3": "s3",
+    "s3a": "s3",
+    "s3n": "s3",
+    "gs": "gs",
+    "gcs": "gs",
+    "abfs": "abfs",
+    "abfss": "abfss",
+    "hdfs": "hdfs",
+    "viewfs": "viewfs",
+}
+
+
+class S3Staging(Config):
+    """How this process reaches an s3:// staging_dir; unset fields fall back to the AWS
+    default chain (environment, profile, instance role). Spark uses its own settings."""
+
+    access_key_id: str | None = Field(default=None, description="AWS access key id.")
+    secret_access_key: str | None = Field(
+        default=None, repr=False, description="Secret key: pass dagster.EnvVar(..)."
+    )
+    session_token: str | None = Field(
+        default=None, repr=False, description="Session token: pass dagster.EnvVar(..)."
+    )
+    region: str | None = Field(default=None, description="The bucket's region.")
+    endpoint_url: str | None = Field(
+        default=None, description="An S3-compatible endpoint, e.g. http://minio:9000."
+    )
+
+
+@dataclass(frozen=True)
+class RemoteRoot:
+    """A staging root in an object store or HDFS: `uri` for Spark, `path` in `filesystem`."""
+
+    uri: str
+    filesystem: pafs.FileSystem
+    path: str
+
+
+def parse_root(root: str, s3: S3Staging | None = None) -> Path | RemoteRoot:
+    """`root` as a directory of this machine (a path or file:// URI) or a remote store."""
     parsed = urlparse(root)
     if parsed.scheme == "file":
         return Path(url2pathname(parsed.path)).absolute()
-    if len(parsed.scheme) > 1:  # a one-letter scheme is a Windows drive
+    if len(parsed.scheme) <= 1:  # no scheme, or a Windows drive letter
+        return Path(root).absolute()
+    if parsed.scheme not in REMOTE_SCHEMES:
         raise ConfigurationError(
             f"staging_dir {root!r}: {parsed.scheme}:// is not a store hyper-assets stages "
-            "in. Give a directory that the Spark cluster and this process both mount (a "
-            "path or file:// URI), or leave staging_dir out: with Spark Connect the rows "
-            "then stream through the Connect channel."
+            f"in. Use one of {sorted(REMOTE_SCHEMES)}, a directory both the Spark cluster "
+            "and this process mount (a path or file:// URI), or leave staging_dir out: with "
+            "Spark Connect the rows then stream through the Connect channel."
         )
-    return Path(root).absolute()
+    scheme = REMOTE_SCHEMES[parsed.scheme]
+    if scheme == "s3":
+        options = s3 or S3Staging()
+        endpoint = urlparse(options.endpoint_url) if options.endpoint_url else None
+        filesystem: pafs.FileSystem = pafs.S3FileSystem(
+            access_key=options.access_key_id,
+            secret_key=options.secret_access_key,
+            session_token=options.session_token,
+            region=options.region,
+            endpoint_override=endpoint.netloc if endpoint else None,
+            scheme=endpoint.scheme if endpoint else "https",
+        )
+        path = parsed.netloc + parsed.path
+    else:
+        filesystem, path = pafs.FileSystem.from_uri(scheme + root[len(parsed.scheme) :])
+    return RemoteRoot(root.rstrip("/"), filesystem, path.rstrip("/"))
 
 
 class StagingArea:
-    """Hands out per-write directories below `root` and cleans them up."""
+    """Hands out per-write directories and cleans them up.
 
-    def __init__(self, root: str | None = None) -> None:
-        self.root = local_root(root) if root else default_staging_root()
+    Directories live under a local root. With a remote root, each has a twin there
+    (same relative path): Spark reads and writes the twin, and `push` / `pull` copy
+    files between the two, streamed, so Hyper always loads local files.
+    """
+
+    def __init__(
+        self, root: str | Path | RemoteRoot | None = None, s3: S3Staging | None = None
+    ) -> None:
+        parsed = parse_root(root, s3) if isinstance(root, str) else root or default_staging_root()
+        self.remote = parsed if isinstance(parsed, RemoteRoot) else None
+        self.root = parsed if isinstance(parsed, Path) else default_staging_root()
         self._swept = False
         self._kept: list[Path] = []
+
+    @property
+    def label(self) -> str:
+        """The root as the user gave it, for messages."""
+        return self.remote.uri if self.remote else str(self.root)
+
+    def spark_uri(self, path: Path) -> str:
+        """Where Spark finds `path` (a file or directory under this area)."""
+        if self.remote is None:
+            return path.as_uri()  # file://: not the cluster's default file system
+        return f"{self.remote.uri}/{path.relative_to(self.root).as_posix()}"
+
+    def _remote_path(self, path: Path) -> str:
+        assert self.remote is not None
+        return f"{self.remote.path}/{path.relative_to(self.root).as_posix()}"
+
+    def push(self, path: Path) -> None:
+        """Makes the local file `path` visible to Spark (copies it to the remote twin)."""
+        if self.remote is not None:
+            pafs.copy_files(
+                str(path),
+                self._remote_path(path),
+                source_filesystem=pafs.LocalFileSystem(),
+                destination_filesystem=self.remote.filesystem,
+            )
+
+    def pull(self, path: Path) -> None:
+        """Makes what Spark wrote under the directory `path` visible here (copies it)."""
+        if self.remote is None:
+            return
+        remote, filesystem = self._remote_path(path), self.remote.filesystem
+        if filesystem.get_file_info(remote).type is not pafs.FileType.Directory:
+            return  # nothing written: the caller's row count check says so
+        for info in filesystem.get_file_info(pafs.FileSelector(remote, recursive=True)):
+            if info.type is pafs.FileType.File:
+                local = path / info.path[len(remote) + 1 :]
+                local.parent.mkdir(parents=True, exist_ok=True)
+                pafs.copy_files(
+                    info.path,
+                    str(local),
+                    source_filesystem=filesystem,
+                    destination_filesystem=pafs.LocalFileSystem(),
+                )
 
     def _new(self, label: str) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -91,14 +206,20 @@ class StagingArea:
         path.mkdir()
         return path
 
+    def _remove(self, path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        if self.remote is not None:
+            with suppress(OSError):  # never written, or already gone
+                self.remote.filesystem.delete_dir(self._remote_path(path))
+
     @contextmanager
     def directory(self, label: str) -> Iterator[Path]:
-        """A fresh directory for one write, removed when the block ends."""
+        """A fresh directory for one write, removed (with its twin) when the block ends."""
         path = self._new(label)
         try:
             yield path
         finally:
-            shutil.rmtree(path, ignore_errors=True)
+            self._remove(path)
 
     def keep(self, label: str) -> Path:
         """A fresh directory that lives until `release()`: Spark reads loaded data lazily."""
@@ -109,7 +230,7 @@ class StagingArea:
     def release(self) -> None:
         """Removes every directory handed out by `keep()`."""
         for path in self._kept:
-            shutil.rmtree(path, ignore_errors=True)
+            self._remove(path)
         self._kept.clear()
 
 
@@ -125,63 +246,31 @@ def stage_arrow(table: pa.Table, directory: Path, compression: str) -> list[Path
     return [path]
 
 
-#: Arrow types Hyper reads from an Arrow IPC stream, and the SQL type it requires for each.
-_ARROW_STREAM_TYPES: dict[pa.DataType, str] = {
-    pa.bool_(): "BOOLEAN",
-    pa.int8(): "SMALLINT",
-    pa.int16(): "SMALLINT",
-    pa.int32(): "INTEGER",
-    pa.int64(): "BIGINT",
-    pa.float32(): "REAL",
-    pa.float64(): "DOUBLE PRECISION",
-    pa.string(): "TEXT",
-    pa.binary(): "BYTEA",
-    pa.date32(): "DATE",
-    pa.timestamp("us"): "TIMESTAMP",
-}
-
-
-def _arrow_stream_type(t: pa.DataType) -> str | None:
-    if pa.types.is_decimal128(t):
-        return f"NUMERIC({t.precision}, {t.scale})"
-    if pa.types.is_timestamp(t) and t.unit == "us" and t.tz:
-        return "TIMESTAMPTZ"
-    return _ARROW_STREAM_TYPES.get(t)
+def _stream_readable(t: pa.DataType) -> bool:
+    """Whether Hyper's Arrow stream reader takes `t` (it refuses large and view types)."""
+    return (
+        t in (pa.bool_(), pa.string(), pa.binary(), pa.date32())
+        or (pa.types.is_integer(t) and pa.types.is_signed_integer(t))
+        or pa.types.is_float32(t)
+        or pa.types.is_float64(t)
+        or pa.types.is_decimal128(t)
+        or (pa.types.is_timestamp(t) and t.unit == "us")
+    )
 
 
 def arrow_stream_readable(schema: pa.Schema) -> bool:
     """Whether Hyper reads every column of `schema` from an Arrow IPC stream."""
-    return all(_arrow_stream_type(f.type) for f in schema)
+    return all(_stream_readable(f.type) for f in schema)
 
 
 def is_arrow_stream(path: Path) -> bool:
     return path.suffix == ".arrows"
 
 
-def _stream_schema(path: Path) -> pa.Schema:
+def stream_schema(path: Path) -> pa.Schema:
+    """The schema of an Arrow IPC stream file."""
     with pa.memory_map(str(path)) as source, pa.ipc.open_stream(source) as reader:
         return reader.schema
-
-
-def external_sql(files: list[Path]) -> str:
-    """The staged files as a FROM item: Parquet parts, or Arrow IPC streams.
-
-    Hyper infers a Parquet file's columns; an Arrow stream's it must be told, with the
-    nullability of the stream's fields, and it scans one stream per `external`.
-    """
-    if not is_arrow_stream(files[0]):
-        paths = ", ".join(escape_string_literal(str(f)) for f in files)
-        return f"external(ARRAY[{paths}], FORMAT => 'parquet')"
-    columns = ", ".join(
-        f"{escape_name(f.name)} {_arrow_stream_type(f.type)}" + ("" if f.nullable else " NOT NULL")
-        for f in _stream_schema(files[0])
-    )
-    scans = " UNION ALL ".join(
-        f"SELECT * FROM external({escape_string_literal(str(f))}, FORMAT => 'arrowstream', "
-        f"COLUMNS => DESCRIPTOR({columns}))"
-        for f in files
-    )
-    return f"({scans}) AS staged"
 
 
 def staged_row_count(files: list[Path]) -> int:

@@ -19,15 +19,18 @@ no channel to stream through, and gets a `StagingNotSharedError` saying what to 
 
 from __future__ import annotations
 
-import functools
+import logging
 import os
+import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from enum import StrEnum
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -58,8 +61,11 @@ STREAM_FILES = min(os.cpu_count() or 2, 8)
 #: Arrow bytes buffered before a row group of the streamed Parquet file is written.
 STREAM_ROW_GROUP_BYTES = 16 * 1024 * 1024
 
-#: (staging root, session) -> whether Spark saw this process's staging directory.
-_probed: dict[tuple[str, str], bool] = {}
+log = logging.getLogger(__name__)
+
+#: (staging root, session) -> None if they share it, else why not (a clean probe's answer).
+_probed: dict[tuple[str, str], str | None] = {}
+_probe_lock = threading.Lock()
 
 
 def is_connect(session: SparkSession) -> bool:
@@ -75,22 +81,25 @@ def resolve_mode(
         raise ConfigurationError(
             f"staging_mode='stream' for {table} needs a Spark Connect session (sc://...), "
             "and this one is classic. Use staging_mode='auto' or 'shared' with a staging_dir "
-            "that the executors and this process both see."
+            "that the executors and this process both reach."
         )
     if requested is not StagingMode.AUTO:
         return requested
-    if not is_connect(session) and session.conf.get("spark.master", "").startswith("local"):
+    local = not is_connect(session) and session.conf.get("spark.master", "").startswith("local")
+    if local and area.remote is None:
         return StagingMode.SHARED  # the executors are threads of this process
-    if _staging_shared(session, area):
+    problem = _probe(session, area)
+    if problem is None:
         return StagingMode.SHARED
     if is_connect(session):
         return StagingMode.STREAM
     raise StagingNotSharedError(
-        f"The Spark cluster ({session.conf.get('spark.master', '?')}) cannot read "
-        f"{area.root}, this process's staging directory, so it cannot hand {table}'s "
-        "rows to Hyper; nothing was written. Set the HyperIOManager's staging_dir to a "
-        "directory both the executors and this process mount, or use a Spark Connect "
-        "session (rows then stream through its channel)."
+        f"The Spark cluster ({session.conf.get('spark.master', '?')}) and this process do "
+        f"not share {area.label}, the staging directory, so Spark cannot hand {table}'s "
+        f"rows to Hyper ({problem}); nothing was written. Set the HyperIOManager's "
+        "staging_dir to storage both the executors and this process reach (a shared mount, "
+        "or an object store URI), or use a Spark Connect session (rows then stream through "
+        "its channel)."
     )
 
 
@@ -100,19 +109,45 @@ def _session_key(session: SparkSession) -> str:
     return session.sparkContext.applicationId
 
 
-def _staging_shared(session: SparkSession, area: StagingArea) -> bool:
-    """Whether Spark reads a file this process writes under the staging root."""
-    key = (str(area.root), _session_key(session))
-    if key not in _probed:
+def _probe(session: SparkSession, area: StagingArea) -> str | None:
+    """None when Spark reads a file staged here and this process reads one Spark wrote;
+    else what failed. A clean answer is kept per session and root; an error is not."""
+    key = (area.label, _session_key(session))
+    with _probe_lock:
+        if key in _probed:
+            return _probed[key]
         token = uuid.uuid4().hex
         with area.directory("probe") as directory:
-            (directory / "probe.txt").write_text(token)
+            sent, received = directory / "sent.txt", directory / "received"
+            sent.write_text(token)
+            area.push(sent)
             try:
-                seen = [row[0] for row in session.read.text(str(directory)).collect()]
-            except (PySparkException, Py4JJavaError):
-                seen = []  # PATH_NOT_FOUND on the driver, FILE_NOT_EXIST on an executor
-        _probed[key] = seen == [token]
-    return _probed[key]
+                seen = [row[0] for row in session.read.text(area.spark_uri(sent)).collect()]
+                if seen == [token]:
+                    frame = session.createDataFrame([(token,)], "token string")
+                    frame.write.parquet(area.spark_uri(received))
+            except (PySparkException, Py4JJavaError) as error:
+                log.info("Staging probe of %s failed: %s", area.label, error)
+                said = (
+                    error.java_exception.toString() if isinstance(error, Py4JJavaError) else error
+                )
+                problem = f"Spark said: {str(said).strip().splitlines()[0]}"
+                # The file is not there (on the driver, or an executor): a clean answer.
+                # Any other fault is worth a second look, and is not kept.
+                if any(c in str(error) for c in ("PATH_NOT_FOUND", "FILE_NOT_EXIST")):
+                    _probed[key] = problem
+                return problem
+            area.pull(received)
+            files = part_files(received)
+            tokens = [t for f in files for t in pq.read_table(f)["token"].to_pylist()]
+        if seen != [token]:
+            problem = f"Spark read {len(seen)} lines of {area.spark_uri(sent)}, not the 1 written"
+        elif tokens != [token]:
+            problem = f"this process found {len(tokens)} of the 1 row Spark wrote"
+        else:
+            problem = None
+        _probed[key] = problem
+        return problem
 
 
 def _counted(df: DataFrame) -> tuple[DataFrame, Observation]:
@@ -134,30 +169,47 @@ def _observed_rows(observation: Observation, table: str) -> int:
     return int(rows)
 
 
-def stage_shared(df: DataFrame, directory: Path, compression: str, table: str) -> list[Path]:
+def stage(
+    df: DataFrame,
+    mode: StagingMode,
+    area: StagingArea,
+    directory: Path,
+    compression: str,
+    table: str,
+) -> list[Path]:
+    """Brings `df`'s rows into local files under `directory`, the way `mode` says."""
+    if mode is StagingMode.SHARED:
+        return _stage_shared(df, area, directory, compression, table)
+    return _stream(df, directory, compression, table)
+
+
+def _stage_shared(
+    df: DataFrame, area: StagingArea, directory: Path, compression: str, table: str
+) -> list[Path]:
     """Has Spark write `df` as Parquet parts; fails unless this process sees every row."""
     target = directory / "parts"
     counted, observation = _counted(df)
     writer = counted.write.mode("overwrite").option("compression", compression)
     # Dictionaries cost Spark time and mostly get thrown away on high-cardinality columns;
     # the files are read once, locally (docs/performance.md).
-    writer.option("parquet.enable.dictionary", "false").parquet(str(target))
+    writer.option("parquet.enable.dictionary", "false").parquet(area.spark_uri(target))
     written = _observed_rows(observation, table)
-    files = part_files(target)
+    area.pull(target)
+    files = part_files(target) if target.is_dir() else []
     seen = staged_row_count(files)
-    if not target.is_dir() or seen != written:
+    if seen != written:
         raise StagingNotSharedError(
-            f"Spark wrote {written} rows of {table} to {target}, but this process sees "
-            f"{seen} there: the cluster wrote to a disk this process does not share. "
-            f"Nothing was written; {table} is unchanged. Either set the HyperIOManager's "
-            "staging_dir to a directory both sides mount (a path or file:// URI), or, with "
-            "Spark Connect, set staging_mode='auto' or 'stream' so the rows come through "
-            "the Connect channel."
+            f"Spark wrote {written} rows of {table} to {area.spark_uri(target)}, but this "
+            f"process sees {seen} there: the cluster and this process do not share "
+            f"{area.label}. Nothing was written; {table} is unchanged. Either set the "
+            "HyperIOManager's staging_dir to storage both sides reach (a shared mount, or "
+            "an object store URI), or, with Spark Connect, set staging_mode='auto' or "
+            "'stream' so the rows come through the Connect channel."
         )
     return files
 
 
-def stream(df: DataFrame, directory: Path, compression: str, table: str) -> list[Path]:
+def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> list[Path]:
     """Receives `df` (Spark Connect) as Arrow batches into local files (`_Sink`).
 
     `to_table_as_iterator` is the Connect client's own batch iterator behind
@@ -165,10 +217,20 @@ def stream(df: DataFrame, directory: Path, compression: str, table: str) -> list
     """
     counted, observation = _counted(df)
     client = counted.sparkSession.client
-    plan = counted._plan.to_proto(client)
+    try:
+        batches = client.to_table_as_iterator(
+            counted._plan.to_proto(client), counted._plan.observations
+        )
+    except AttributeError as error:  # a pyspark whose Connect client lacks the iterator
+        raise ConfigurationError(
+            f"This pyspark ({pyspark.__version__}) cannot stream {table}'s rows: its Spark "
+            f"Connect client has no Arrow batch iterator ({error}). Install a pyspark "
+            "hyper-assets supports (pyproject.toml), or set staging_mode='shared' with a "
+            "staging_dir both sides reach."
+        ) from error
     received = 0
     with _Sink(directory, compression) as sink:
-        for item in client.to_table_as_iterator(plan, counted._plan.observations):
+        for item in batches:
             if not isinstance(item, T.StructType) and item.num_rows:
                 sink.add(item)
                 received += item.num_rows
@@ -196,6 +258,7 @@ class _Sink:
         self.writers: list[pa.ipc.RecordBatchStreamWriter | pq.ParquetWriter] = []
         self.pending: list[pa.Table] = []
         self.size = self.tables = 0
+        self.closing = ExitStack()  # every writer opened is closed, whatever fails
 
     def __enter__(self) -> _Sink:
         return self
@@ -215,10 +278,12 @@ class _Sink:
     def _open(self, schema: pa.Schema) -> None:
         if arrow_stream_readable(schema):
             self.paths = [self.directory / f"streamed-{i}.arrows" for i in range(STREAM_FILES)]
-            self.writers = [pa.ipc.new_stream(str(p), schema) for p in self.paths]
+            for path in self.paths:
+                self.writers.append(self.closing.enter_context(pa.ipc.new_stream(path, schema)))
         else:
             self.paths = [self.directory / "streamed.parquet"]
-            self.writers = [pq.ParquetWriter(self.paths[0], schema, compression=self.compression)]
+            writer = pq.ParquetWriter(self.paths[0], schema, compression=self.compression)
+            self.writers.append(self.closing.enter_context(writer))
 
     def _flush(self) -> None:
         if self.pending:
@@ -227,26 +292,26 @@ class _Sink:
             self.pending, self.size = [], 0
 
     def __exit__(self, *exc: object) -> None:
-        try:
+        with self.closing:
             if exc[0] is None:
                 self._flush()
-        finally:
-            for writer in self.writers:
-                writer.close()
 
 
-def to_spark(session: SparkSession, path: Path, mode: StagingMode, table: str) -> DataFrame:
+def to_spark(
+    session: SparkSession, area: StagingArea, path: Path, mode: StagingMode, table: str
+) -> DataFrame:
     """A DataFrame of the Parquet file `path`: read by Spark, or sent to it in chunks."""
     if mode is StagingMode.SHARED:
-        frame = session.read.parquet(str(path))
+        area.push(path)
+        frame = session.read.parquet(area.spark_uri(path))
         try:
             frame.schema  # noqa: B018 -- analysis lists the path now, not at a later action
         except PySparkException as error:
             raise StagingNotSharedError(
-                f"Spark cannot read {path}, where this process exported {table}: the "
-                "cluster does not share the staging directory. Set staging_dir to storage "
-                "both sides reach, or use Spark Connect with staging_mode='auto' or "
-                f"'stream'. Spark said: {error}"
+                f"Spark cannot read {area.spark_uri(path)}, where this process exported "
+                f"{table}: the cluster and this process do not share {area.label}. Set "
+                "staging_dir to storage both sides reach, or use Spark Connect with "
+                f"staging_mode='auto' or 'stream'. Spark said: {error}"
             ) from error
         return frame
     # A chunk at least the cache threshold is uploaded as an artifact at once; smaller
@@ -256,7 +321,15 @@ def to_spark(session: SparkSession, path: Path, mode: StagingMode, table: str) -
         # A timestamp without time zone is TimestampNTZ, as Spark reads it from Parquet.
         schema = from_arrow_schema(file.schema_arrow, prefer_timestamp_ntz=True)
         chunks = [session.createDataFrame(c, schema) for c in _chunks(file, threshold)]
-    return functools.reduce(lambda a, b: a.union(b), chunks)
+    return _union(chunks)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    """The frames' rows, unioned as a balanced tree (a chain grows the plan's depth)."""
+    while len(frames) > 1:
+        pairs = zip(frames[::2], frames[1::2], strict=False)
+        frames = [a.union(b) for a, b in pairs] + frames[len(frames) - len(frames) % 2 :]
+    return frames[0]
 
 
 def _chunks(file: pq.ParquetFile, chunk_bytes: int) -> Iterator[pa.Table]:

@@ -114,6 +114,7 @@ def test_full_refresh_of_an_existing_table(hyper, remote, tmp_path):
         run(remote, database, [step("items", 0, 1000, "a"), step("items", 500, 1200, "b")])
     )
     assert first["metadata"]["dagster/row_count"] == 1000
+    assert first["metadata"]["staged_format"] == "arrow stream"
     assert second["metadata"]["dagster/row_count"] == 700
     assert summary_of(hyper, database, "items") == [["b", 700, 700, 500, 1199]]
     assert query(
@@ -127,7 +128,8 @@ def test_columns_hyper_cannot_read_from_arrow_stream_through_parquet(hyper, remo
     """Large string types (an Arrow type Hyper's stream reader refuses) go through Parquet."""
     database = tmp_path / "remote.hyper"
     large = {"spark.sql.execution.arrow.useLargeVarTypes": "true"}
-    ok(run(remote, database, [step("items", 0, 1000, "large")], conf=large))
+    (written,) = ok(run(remote, database, [step("items", 0, 1000, "large")], conf=large))
+    assert written["metadata"]["staged_format"] == "parquet"
     assert summary_of(hyper, database, "items") == [["large", 1000, 1000, 0, 999]]
 
 
@@ -179,6 +181,16 @@ def test_downstream_asset_loads_the_table_into_the_remote_session(hyper, remote,
     assert query(
         hyper, database, 'SELECT label, n, CAST(last_at AS TEXT) FROM "Extract".summary'
     ) == [["x", 1000, "2024-01-01 08:46:39"]]
+
+
+def test_a_table_larger_than_one_upload_loads_back_in_chunks(hyper, remote, tmp_path):
+    """300,000 rows (~10 MB of Arrow) against a 1 MB threshold: five chunks, unioned."""
+    database = tmp_path / "remote.hyper"
+    small = {"spark.sql.session.localRelationCacheThreshold": str(1024 * 1024)}
+    ok(run(remote, database, [step("items", 0, 300_000, "x"), ["summary", {}]], conf=small))
+    assert query(
+        hyper, database, 'SELECT label, n, CAST(last_at AS TEXT) FROM "Extract".summary'
+    ) == [["x", 300_000, "2024-01-04 19:49:59"]]
 
 
 def test_empty_frame_empties_the_table(hyper, remote, tmp_path):
@@ -249,7 +261,8 @@ def test_classic_session_whose_executors_cannot_see_the_staging_directory(
     new = [step("items", 0, 300, "new")]
     (probed,) = run(isolated_worker, database, new)
     assert probed["error"] == "StagingNotSharedError", probed["message"][:3000]
-    assert "cannot read" in probed["message"] and "Spark Connect" in probed["message"]
+    assert "do not share" in probed["message"] and "Spark Connect" in probed["message"]
+    assert "Spark said: " in probed["message"], probed["message"]  # the executor, quoted
     (written,) = run(isolated_worker, database, new, mode="shared")
     assert written["error"] == "StagingNotSharedError"
     assert "Spark wrote 300 rows of Extract.items" in written["message"]

@@ -1,0 +1,229 @@
+"""Staging areas and the transfer between Spark and this process, without a cluster.
+
+An s3:// staging root is exercised against moto's S3 server on loopback (real HTTP, the
+S3 protocol pyarrow speaks); Spark's own s3a connector is not run here (this machine
+cannot fetch hadoop-aws), so the cluster's side of an object store is not tested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+from helpers import query
+from tableauhyperapi import Connection, CreateMode
+
+from hyper_assets import HyperIOManager
+from hyper_assets.errors import ConfigurationError, StagingNotSharedError
+from hyper_assets.ingest import external_sql
+from hyper_assets.staging import (
+    RemoteRoot,
+    S3Staging,
+    StagingArea,
+    arrow_stream_readable,
+    parse_root,
+    staged_row_count,
+)
+from hyper_assets.transfer import StagingMode, _chunks, _probe, _probed, _union, resolve_mode
+
+SECRET = "s3cr3t-value-never-shown"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Staging]:
+    """moto's S3 server on loopback, with one bucket."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    options = S3Staging(
+        access_key_id="test",
+        secret_access_key=SECRET,
+        region="us-east-1",
+        endpoint_url=f"http://{host}:{port}",
+    )
+    filesystem = pafs.S3FileSystem(
+        access_key="test",
+        secret_key=SECRET,
+        region="us-east-1",
+        endpoint_override=f"{host}:{port}",
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+    filesystem.create_dir("staging-bucket")
+    yield options
+    server.stop()
+
+
+def files_under(area: StagingArea, prefix: str) -> list[str]:
+    assert area.remote is not None
+    selector = pafs.FileSelector(prefix, recursive=True, allow_not_found=True)
+    infos = area.remote.filesystem.get_file_info(selector)
+    return sorted(i.path for i in infos if i.type is pafs.FileType.File)
+
+
+def test_roots_are_parsed_once_into_paths_or_remote_stores(tmp_path):
+    assert parse_root(str(tmp_path)) == tmp_path
+    assert parse_root((tmp_path / "a b").as_uri()) == tmp_path / "a b"
+    remote = parse_root("s3a://bucket/some/prefix/", S3Staging(region="eu-west-1"))
+    assert isinstance(remote, RemoteRoot)
+    assert (remote.uri, remote.path) == ("s3a://bucket/some/prefix", "bucket/some/prefix")
+    with pytest.raises(ConfigurationError, match=r"ftp:// is not a store .*'s3a'"):
+        parse_root("ftp://host/dir")
+
+
+def test_an_unknown_store_is_refused_when_the_io_manager_is_defined(tmp_path):
+    with pytest.raises(ConfigurationError, match="sftp://"):
+        HyperIOManager(database=str(tmp_path / "x.hyper"), staging_dir="sftp://h/d")
+
+
+def test_spark_is_given_file_uris_for_local_roots(tmp_path):
+    """A bare path would be read from the cluster's default file system (HDFS, DBFS)."""
+    area = StagingArea(str(tmp_path / "st"))
+    with area.directory("write") as directory:
+        assert area.spark_uri(directory / "parts") == (directory / "parts").as_uri()
+        assert area.spark_uri(directory).startswith("file:///")
+
+
+def test_s3_staging_copies_both_ways_and_removes_the_remote_twin(s3, tmp_path):
+    area = StagingArea("s3a://staging-bucket/hyper", s3)
+    table = pa.table({"id": list(range(1000)), "name": [f"n{i}" for i in range(1000)]})
+    with area.directory("write") as directory:
+        name = directory.name
+        assert area.spark_uri(directory / "parts") == f"s3a://staging-bucket/hyper/{name}/parts"
+        # What Spark's s3a committer leaves: parts and a _SUCCESS marker under the twin.
+        assert area.remote is not None
+        for i, part in enumerate((table.slice(0, 600), table.slice(600))):
+            with area.remote.filesystem.open_output_stream(
+                f"staging-bucket/hyper/{name}/parts/part-{i}.snappy.parquet"
+            ) as out:
+                pq.write_table(part, out)
+        area.remote.filesystem.open_output_stream(
+            f"staging-bucket/hyper/{name}/parts/_SUCCESS"
+        ).close()
+        area.pull(directory / "parts")
+        pulled = sorted((directory / "parts").glob("*.parquet"))
+        assert staged_row_count(pulled) == 1000
+        assert pa.concat_tables(pq.read_table(p) for p in pulled).sort_by("id") == table
+        export = directory / "table.parquet"
+        pq.write_table(table, export)
+        area.push(export)
+        assert files_under(area, f"staging-bucket/hyper/{name}") == [
+            f"staging-bucket/hyper/{name}/parts/_SUCCESS",
+            f"staging-bucket/hyper/{name}/parts/part-0.snappy.parquet",
+            f"staging-bucket/hyper/{name}/parts/part-1.snappy.parquet",
+            f"staging-bucket/hyper/{name}/table.parquet",
+        ]
+    assert not directory.exists()
+    assert files_under(area, "staging-bucket/hyper") == []
+
+
+def test_pulling_what_spark_never_wrote_gives_no_files(s3, tmp_path):
+    area = StagingArea("s3://staging-bucket/empty", s3)
+    with area.directory("write") as directory:
+        area.pull(directory / "parts")
+        assert not (directory / "parts").exists()
+
+
+def test_credentials_never_appear_in_reprs(s3, tmp_path):
+    manager = HyperIOManager(
+        database=str(tmp_path / "x.hyper"), staging_dir="s3://staging-bucket/x", staging_s3=s3
+    )
+    assert SECRET not in repr(s3) and SECRET not in repr(manager)
+
+
+def test_arrow_streams_are_loaded_with_their_types_and_nullability(hyper, tmp_path):
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("small", pa.int8()),
+            pa.field("ratio", pa.float32()),
+            pa.field("price", pa.decimal128(10, 2)),
+            pa.field("at", pa.timestamp("us")),
+            pa.field("name", pa.string()),
+        ]
+    )
+    assert arrow_stream_readable(schema)
+    assert not arrow_stream_readable(pa.schema([("s", pa.large_string())]))
+    rows = pa.table(
+        {
+            "id": [1, 2, 3],
+            "small": [1, None, -3],
+            "ratio": [0.5, 1.5, None],
+            "price": pa.array([None, 2, 3], pa.decimal128(10, 2)),
+            "at": pa.array([0, 1, None], pa.timestamp("us")),
+            "name": ["a", None, "c"],
+        },
+        schema=schema,
+    )
+    files = [tmp_path / "s-0.arrows", tmp_path / "s-1.arrows"]
+    for path, part in zip(files, (rows.slice(0, 2), rows.slice(2)), strict=True):
+        with pa.ipc.new_stream(path, schema) as writer:
+            writer.write_table(part)
+    assert staged_row_count(files) == 3
+    database = tmp_path / "t.hyper"
+    with Connection(hyper.endpoint, database, CreateMode.CREATE) as connection:
+        connection.execute_command(  # a version 2 file stores no REAL: cast it
+            "CREATE TABLE t AS SELECT id, small, CAST(ratio AS DOUBLE PRECISION) AS ratio, price, "
+            f"at, name FROM {external_sql(files)}"
+        )
+    # Hyper is told the stream's nullability (and each type it requires, float32: REAL).
+    assert '"id" BIGINT NOT NULL, "small" SMALLINT, "ratio" REAL,' in external_sql(files)
+    described = query(
+        hyper,
+        database,
+        "SELECT COUNT(*), SUM(small), SUM(ratio), SUM(price), COUNT(at), "
+        "STRING_AGG(name, ',' ORDER BY id) FROM t",
+    )
+    assert [list(map(str, described[0]))] == [["3", "-2", "2.0", "5.00", "2", "a,c"]]
+    assert query(hyper, tmp_path / "t.hyper", "SELECT id FROM t ORDER BY id") == [[1], [2], [3]]
+
+
+def test_chunks_cover_every_row_and_an_empty_file_gives_one_empty_chunk(tmp_path):
+    path = tmp_path / "t.parquet"
+    table = pa.table({"id": list(range(200_000))})
+    pq.write_table(table, path, row_group_size=50_000)
+    with pq.ParquetFile(path) as file:
+        chunks = list(_chunks(file, chunk_bytes=600_000))
+    assert [len(c) for c in chunks] == [65536 * 2, 200_000 - 65536 * 2]
+    assert pa.concat_tables(chunks) == table
+    pq.write_table(table.slice(0, 0), path)
+    with pq.ParquetFile(path) as file:
+        (empty,) = _chunks(file, chunk_bytes=1)
+    assert len(empty) == 0 and empty.schema == table.schema
+
+
+def test_chunks_are_unioned_as_a_balanced_tree(spark):
+    frames = [spark.range(i * 10, i * 10 + 10) for i in range(5)]
+    union = _union(frames)
+    assert sorted(r.id for r in union.collect()) == list(range(50))
+    # 5 leaves: depth 3 (a chain would be 4); a Union node per level in the plan string.
+    plan = union._jdf.queryExecution().logical().treeString()
+    assert max(line.count(":") for line in plan.splitlines() if "Union" in line) <= 2
+    assert _union(frames[:1]) is frames[0]
+
+
+def test_a_local_session_stages_in_place_and_a_probe_answer_is_kept(spark, tmp_path):
+    area = StagingArea(str(tmp_path / "st"))
+    assert resolve_mode(StagingMode.AUTO, spark, area, "t") is StagingMode.SHARED
+    with pytest.raises(ConfigurationError, match="needs a Spark Connect session"):
+        resolve_mode(StagingMode.STREAM, spark, area, "t")
+    assert _probe(spark, area) is None  # Spark read the token, and wrote one read here
+    assert (area.label, spark.sparkContext.applicationId) in _probed
+    assert list((tmp_path / "st").iterdir()) == []  # the probe's files are gone
+
+
+def test_a_cluster_that_cannot_reach_the_store_fails_quoting_spark_and_is_asked_again(spark, s3):
+    """This Spark has no s3a connector: the probe's failure is quoted, and not kept."""
+    area = StagingArea("s3a://staging-bucket/probe", s3)
+    with pytest.raises(StagingNotSharedError, match=r"Spark said: .*s3a") as raised:
+        resolve_mode(StagingMode.AUTO, spark, area, "Extract.items")
+    assert "Extract.items" in str(raised.value) and "s3a://staging-bucket/probe" in str(
+        raised.value
+    )
+    assert (area.label, spark.sparkContext.applicationId) not in _probed
+    assert files_under(area, "staging-bucket/probe") == []  # the token file was removed
