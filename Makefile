@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast lint demo ui bench bench-scale java browser clean
+LOWEST := .venv-lowest
+
+.PHONY: test test-fast test-lowest lint demo ui bench bench-scale java browser clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -40,6 +42,17 @@ test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
+	@$(MAKE) --no-print-directory test-lowest
+
+# The fast tests again with the lowest version of each dependency pyproject.toml allows.
+$(LOWEST)/.installed: pyproject.toml constraints-lowest.txt
+	$(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/pip install --quiet --upgrade pip
+	$(LOWEST)/bin/pip install --quiet -e '.[dev]' -c constraints-lowest.txt
+	touch $@
+
+test-lowest: $(LOWEST)/.installed
+	$(LOWEST)/bin/pytest -m "not slow" -p no:cacheprovider
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"
@@ -63,4 +76,4 @@ bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/scale.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(LOWEST) .pytest_cache
