@@ -127,7 +127,7 @@ class HyperIOManager(ConfigurableIOManager):
             table,
             columns,
             self._mode(context, metadata, label),
-            _keys(metadata, table, label),
+            declared_keys(metadata, table, label),
             self._window(context, metadata, columns, label),
         )
         started = time.perf_counter()
@@ -307,7 +307,8 @@ def _select(columns: list[Column], wanted: object, label: str) -> list[Column]:
     return [by_name[w] for w in wanted]  # type: ignore[union-attr]
 
 
-def _keys(metadata: Mapping[str, Any], table: TableName, label: str) -> Keys:
+def declared_keys(metadata: Mapping[str, Any], table: TableName, label: str) -> Keys:
+    """The primary and foreign keys an asset's metadata declares for its `table`."""
     primary = metadata.get("primary_key") or ()
     if isinstance(primary, str):
         primary = (primary,)
