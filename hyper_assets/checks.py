@@ -408,8 +408,9 @@ def publish_freshness_check(
 
     Reads the file's change outbox: a write not yet sent to Tableau older than
     `max_lag_minutes` fails the check, and so does a file never published. Run it on a
-    schedule (`define_asset_job(selection=AssetSelection.checks(check))`): right after
-    a publish it passes by construction.
+    schedule in a job of its own (`define_asset_job(selection=AssetSelection.checks(check))`):
+    right after a publish it passes by construction, and in a run that also writes tables
+    nothing orders it after the writes.
     """
 
     @dg.asset_check(
