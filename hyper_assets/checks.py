@@ -38,12 +38,13 @@ _ROW_COUNT_KEYS = ("dagster/partition_row_count", "range_row_count", "dagster/ro
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
 
 
-def _io_manager(context: dg.AssetCheckExecutionContext, key: str, check: str) -> HyperIOManager:
+def _io_manager(context: dg.AssetCheckExecutionContext, key: str, asset: str) -> HyperIOManager:
     io_manager = getattr(context.resources, key)
     if not isinstance(io_manager, HyperIOManager):
         raise ConfigurationError(
-            f"Check {check} reads the .hyper file of the HyperIOManager under resource key "
-            f"{key!r}, found {type(io_manager).__name__}: pass io_manager_key= naming it."
+            f"The checks of {asset} read the .hyper file of the HyperIOManager under "
+            f"resource key {key!r}, found a {type(io_manager).__name__}: pass the key of "
+            "your HyperIOManager as io_manager_key=."
         )
     return io_manager
 

@@ -20,6 +20,7 @@ from hyper_assets import (
     HyperResource,
     TableauServerResource,
     build_hyper_checks,
+    not_null_check,
     publish_freshness_check,
     tableau_datasource_asset,
 )
@@ -252,3 +253,31 @@ def test_published_copy_freshness_reads_the_outbox(tmp_path: Path, hyper: Shared
         assert published_again.passed
         remote = emulator.data_dir / "Airlines.hyper"
         assert query(hyper, remote, 'SELECT carrier FROM "Extract".carriers') == [["AA"]]
+
+
+def test_a_column_the_table_lacks_or_a_foreign_io_manager_is_named_in_the_error(tmp_path: Path):
+    database = tmp_path / "star.hyper"
+    defs = definitions(World(), database)
+    carriers = defs.resolve_assets_def("carriers")
+
+    def check_error(check: dg.AssetChecksDefinition, resources: dict) -> str:
+        with dg.instance_for_test() as instance:
+            dg.materialize([carriers], resources=defs.resources, instance=instance)
+            result = dg.materialize(
+                [carriers, check],
+                selection=dg.AssetSelection.checks(check),
+                resources=resources,
+                instance=instance,
+                raise_on_error=False,
+            )
+        (failure,) = [e for e in result.all_events if e.is_step_failure]
+        cause = failure.step_failure_data.error.cause
+        return f"{cause.cls_name}: {cause.message}"
+
+    message = check_error(not_null_check(carriers, ["nmae"]), defs.resources)
+    assert (
+        "ConfigurationError" in message and "['nmae']" in message and "Extract.carriers" in message
+    )
+    io = {**defs.resources, "tables": dg.FilesystemIOManager(base_dir=str(tmp_path))}
+    message = check_error(not_null_check(carriers, ["name"], io_manager_key="tables"), io)
+    assert "under resource key 'tables', found a PickledObjectFilesystemIOManager" in message
