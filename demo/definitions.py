@@ -9,6 +9,7 @@ from dagster import (
     EnvVar,
     RunRequest,
     RunStatusSensorContext,
+    ScheduleDefinition,
     build_schedule_from_partitioned_job,
     build_sensor_for_freshness_checks,
     define_asset_job,
@@ -56,6 +57,10 @@ def build_definitions(
         for name, job in fact_jobs.items()
     ]
     publish_job = define_asset_job("publish_job", [flights_datasource])
+    # The published copy's lag, checked between publishes (right after one it is 0).
+    publish_lag_job = define_asset_job(
+        "publish_lag_job", AssetSelection.checks_for_assets(flights_datasource)
+    )
 
     @run_status_sensor(
         run_status=DagsterRunStatus.SUCCESS,
@@ -75,12 +80,15 @@ def build_definitions(
             weather,
             flights_datasource,
         ],
-        asset_checks=build_checks(),
+        asset_checks=build_checks(flights_datasource),
         # One process per run: Spark starts once for an asset and its checks, and local
         # Spark parallelises inside the step anyway.
         executor=in_process_executor,
-        jobs=[dimensions_job, facts_job, *fact_jobs.values(), publish_job],
-        schedules=[build_schedule_from_partitioned_job(facts_job, hour_of_day=6)],
+        jobs=[dimensions_job, facts_job, *fact_jobs.values(), publish_job, publish_lag_job],
+        schedules=[
+            build_schedule_from_partitioned_job(facts_job, hour_of_day=6),
+            ScheduleDefinition(job=publish_lag_job, cron_schedule="*/15 * * * *"),
+        ],
         sensors=[
             *sensors,
             publish_after_facts,

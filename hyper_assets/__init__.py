@@ -1,5 +1,6 @@
 """hyper-assets: Tableau .hyper extracts as Dagster assets, written from Spark."""
 
+from hyper_assets.checks import build_hyper_checks, not_null_check, publish_freshness_check
 from hyper_assets.compaction import CompactResult, compact
 from hyper_assets.errors import (
     ConfigurationError,
@@ -39,8 +40,11 @@ __all__ = [
     "TableNotFoundError",
     "TableauServerResource",
     "UnsupportedTypeError",
+    "build_hyper_checks",
     "build_publish_op",
     "compact",
     "landing_sensor",
+    "not_null_check",
+    "publish_freshness_check",
     "tableau_datasource_asset",
 ]

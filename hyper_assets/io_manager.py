@@ -146,7 +146,7 @@ class HyperIOManager(ConfigurableIOManager):
             table,
             columns,
             self._mode(context, metadata, label),
-            _keys(metadata, table, label),
+            declared_keys(metadata, table, label),
             self._window(context, metadata, columns, label),
         )
         started = time.perf_counter()
@@ -160,11 +160,15 @@ class HyperIOManager(ConfigurableIOManager):
                 files = stage_arrow(obj, directory, self.staging_compression)
                 transfer = {}
             staged = time.perf_counter()
-            result = self._write(write, files)
+            result, table_rows = self._write(write, files)
         for note in result.notes:
             context.log.warning(note)
+        counts = {"dagster/row_count": table_rows}
+        if context.has_asset_partitions:
+            counts[_partition_count_key(context)] = result.row_count
         context.add_output_metadata(
-            self._metadata(write, result.row_count, _count_key(context))
+            self._metadata(write)
+            | counts
             | {
                 "rows_loaded": result.rows_loaded,
                 "stage_seconds": round(staged - started, 3),
@@ -174,9 +178,12 @@ class HyperIOManager(ConfigurableIOManager):
             | transfer
         )
 
-    def _write(self, write: Write, files: list[Path]) -> WriteResult:
+    def _write(self, write: Write, files: list[Path]) -> tuple[WriteResult, int]:
+        """The write's result, and the rows of the whole table after it."""
         with self.hyper.lock(self.database), self._recorded(write, files) as connection:
-            return write_table(connection, write, files)
+            result = write_table(connection, write, files)
+            rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {write.table}")
+            return result, int(rows)
 
     @contextmanager
     def _recorded(self, write: Write, files: list[Path]) -> Iterator[Connection]:
@@ -255,22 +262,13 @@ class HyperIOManager(ConfigurableIOManager):
             label,
         )
 
-    def _metadata(self, write: Write, row_count: int, count_key: str) -> dict[str, Any]:
-        schema = TableSchema(
-            columns=[
-                TableColumn(
-                    c.name,
-                    describe(c),
-                    constraints=TableColumnConstraints(nullable=c.nullable),
-                )
-                for c in write.columns
-            ]
-        )
+    def _metadata(self, write: Write) -> dict[str, Any]:
+        """Dagster's table vocabulary: the qualified name, the file's URI, columns and keys."""
         path = Path(self.database).absolute()
         return {
-            "dagster/table_name": table_label(write.table),
-            "dagster/column_schema": schema,
-            count_key: row_count,
+            "dagster/table_name": f"{path.stem}.{table_label(write.table)}",
+            "dagster/uri": MetadataValue.url(path.as_uri()),
+            "dagster/column_schema": _column_schema(write),
             "dagster/storage_kind": "hyper",
             "database": MetadataValue.path(str(path)),
             "file_size_bytes": path.stat().st_size,
@@ -301,13 +299,37 @@ class HyperIOManager(ConfigurableIOManager):
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 
 
-def _count_key(context: OutputContext) -> str:
-    """Row count of the table, of the one partition written, or of a backfilled range."""
-    if not context.has_asset_partitions:
-        return "dagster/row_count"
+def _partition_count_key(context: OutputContext) -> str:
+    """Rows of the one partition written, or of a backfilled range of them."""
     if len(context.asset_partition_keys) == 1:
         return "dagster/partition_row_count"
     return "range_row_count"
+
+
+def _column_schema(write: Write) -> TableSchema:
+    """The columns, NOT NULL, and each column's key roles (as constraints)."""
+    primary = write.keys.primary_key
+
+    def roles(name: str) -> list[str]:
+        found = [f"primary key ({', '.join(primary)})"] if name in primary else []
+        return found + [
+            f"foreign key -> {table_label(fk.ref_table)}.{fk.ref_columns[fk.columns.index(name)]}"
+            for fk in write.keys.foreign_keys
+            if name in fk.columns
+        ]
+
+    return TableSchema(
+        columns=[
+            TableColumn(
+                c.name,
+                describe(c),
+                constraints=TableColumnConstraints(
+                    nullable=c.nullable, unique=primary == (c.name,), other=roles(c.name)
+                ),
+            )
+            for c in write.columns
+        ]
+    )
 
 
 def _select(columns: list[Column], wanted: object, label: str) -> list[Column]:
@@ -327,7 +349,8 @@ def _select(columns: list[Column], wanted: object, label: str) -> list[Column]:
     return [by_name[w] for w in wanted]  # type: ignore[union-attr]
 
 
-def _keys(metadata: Mapping[str, Any], table: TableName, label: str) -> Keys:
+def declared_keys(metadata: Mapping[str, Any], table: TableName, label: str) -> Keys:
+    """The primary and foreign keys an asset's metadata declares for its `table`."""
     primary = metadata.get("primary_key") or ()
     if isinstance(primary, str):
         primary = (primary,)

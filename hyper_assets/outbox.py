@@ -132,10 +132,19 @@ class Outbox:
     def _path(self, seq: int, pending: bool) -> Path:
         return self.directory / f"{seq:08d}{'.pending' if pending else ''}.json"
 
+    def _committed(self) -> list[Path]:
+        return sorted(self.directory.glob("[0-9]*[0-9].json")) if self.tracking else []
+
     def changes(self) -> list[Change]:
         """The committed changes, oldest first."""
-        paths = sorted(self.directory.glob("[0-9]*[0-9].json")) if self.tracking else []
-        return [Change.from_json(json.loads(p.read_text())) for p in paths]
+        return [Change.from_json(json.loads(p.read_text())) for p in self._committed()]
+
+    def oldest_change_at(self) -> datetime | None:
+        """When the oldest change still to be sent was recorded; None when all were sent."""
+        paths = self._committed()
+        if not paths:
+            return None
+        return datetime.fromisoformat(json.loads(paths[0].read_text())["recorded_at"])
 
     def record(self, connection: Connection, write: Write, files: list[Path]) -> Change | None:
         """Before `write` runs: its pending record, and the rows or keys it must keep.

@@ -158,7 +158,7 @@ def test_checks_pass_keys_and_warn_about_orphans(loaded):
     for table in ("airlines", "airports", "planes"):
         assert dims[f"{table}:primary_key_unique"].passed
         assert dims[f"{table}:primary_key_unique"].metadata["duplicate_rows"].value == 0
-        assert dims[f"{table}:dagster_row_count_bounds_check"].passed
+        assert dims[f"{table}:row_count_vs_previous"].passed
 
     facts_checks = checks_by_name(facts)
     orphans = facts_checks["flights:foreign_keys_resolve"]
@@ -175,9 +175,10 @@ def test_checks_pass_keys_and_warn_about_orphans(loaded):
     assert detail["carrier -> Extract.airlines.carrier"]["rows"] == 0
     assert orphans.metadata["orphan_rows"].value == int(missing_planes.sum() + missing_dest.sum())
     assert facts_checks["weather:foreign_keys_resolve"].passed
+    assert facts_checks["flights:columns_not_null"].passed
     for table in ("flights", "weather"):
-        rows = facts_checks[f"{table}:daily_row_count_in_bounds"]
-        assert rows.passed and rows.metadata["days"].value == 3
+        rows = facts_checks[f"{table}:row_count_vs_previous"]
+        assert rows.passed and rows.metadata["partitions"].value == 3
         assert facts_checks[f"{table}:column_schema_change"].passed
         fresh = facts_checks[f"{table}:freshness_check"]  # 2013-12-31 has not landed
         assert not fresh.passed and fresh.severity == AssetCheckSeverity.WARN

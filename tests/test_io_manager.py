@@ -95,7 +95,7 @@ def test_partition_rematerialised_twice_has_no_duplicates(spark, hyper, database
     assert [[str(d), n] for d, n in rows] == [["2024-01-02", 10], ["2024-01-03", 10]]
     meta = metadata(result, "Extract/events")
     assert meta["dagster/partition_row_count"] == 10
-    assert meta["dagster/table_name"] == "Extract.events"
+    assert meta["dagster/table_name"] == "star.Extract.events"
     assert meta["dagster/storage_kind"] == "hyper"
     assert meta["rows_loaded"] == 10
     assert meta["file_size_bytes"] == database.stat().st_size

@@ -48,7 +48,7 @@ ASSETS = {
     "planes": ("dimensions", ["hyper", "Spark"], NEVER),
     "flights": ("facts", ["hyper", "Spark"], "365 partitions"),
     "weather": ("facts", ["hyper", "Spark"], "365 partitions"),
-    "tableau_nycflights13": ("tableau", ["Tableau"], NEVER),
+    "nycflights13": ("tableau", ["Tableau"], NEVER),
 }
 RUN_ENDED = re.compile(r"^run_(success|failed|canceled)$")  # the run page's status icon
 expect.set_options(timeout=20_000)  # pages load slowly on a busy 2-CPU machine

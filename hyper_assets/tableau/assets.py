@@ -76,8 +76,14 @@ def publish_metadata(result: PublishResult) -> dict[str, Any]:
     }
 
 
-def _key(datasource: str) -> str:
-    return "tableau_" + (re.sub(r"\W+", "_", datasource).strip("_").lower() or "datasource")
+def datasource_key(datasource: str) -> dg.AssetKey:
+    """The key dagster-tableau gives a published data source named `datasource`.
+
+    Its translator cleans the name with `re.sub(r"[^A-Za-z0-9_]+", "_", name).lower()`
+    (dagster's `clean_name_lower`), so "Étoile" becomes `_toile` there and here, and the
+    sheets and dashboards it loads depend on the publish asset.
+    """
+    return dg.AssetKey([re.sub(r"[^A-Za-z0-9_]+", "_", datasource).lower()])
 
 
 def tableau_datasource_asset(
@@ -99,7 +105,7 @@ def tableau_datasource_asset(
     """
 
     @dg.asset(
-        key=dg.AssetKey.from_coercible(key or _key(datasource)),
+        key=dg.AssetKey.from_coercible(key) if key else datasource_key(datasource),
         deps=deps,
         kinds={"tableau"},
         group_name=group_name,

@@ -89,8 +89,12 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
         ids, counts = zip(*world.upserted, strict=True) if world.upserted else ((), ())
         return pa.table({"id": pa.array(ids, pa.int64()), "count": pa.array(counts, pa.int64())})
 
-    published = tableau_datasource_asset(
-        datasource=NAME, project=PROJECT, deps=[products, sales, events, stock], **publish
+    published = tableau_datasource_asset(  # its default key, `sales`, is the table's
+        datasource=NAME,
+        project=PROJECT,
+        deps=[products, sales, events, stock],
+        key="published_sales",
+        **publish,
     )
     return {"products": products, "sales": sales, "events": events, "stock": stock}, published
 

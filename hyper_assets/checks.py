@@ -1,0 +1,500 @@
+"""Asset checks that run SQL inside Hyper on the stored tables; no Spark needed.
+
+Each check opens the `.hyper` file of the `HyperIOManager` under `io_manager_key` (under
+the file's lock, so it sees no write half done) and reads what the asset's metadata
+declares: `primary_key`, `foreign_keys`, `partition_expr`, `schema` / `table`.
+
+Checks (name: fails when):
+
+- `primary_key_unique`: a primary key value repeats, or a key column is NULL;
+- `foreign_keys_resolve`: rows reference a key missing from its table (a warning with
+  the count and a sample);
+- `row_count_vs_previous`: a partition (or table) the latest run wrote has no rows, or
+  fewer than `min_ratio` times the previous materialisation's rows per partition;
+- `columns_not_null`: a listed column holds NULLs;
+- `published_copy_fresh`: the outbox holds a change unpublished for `max_lag_minutes`.
+"""
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+from tableauhyperapi import Connection, TableName, escape_name
+
+from hyper_assets.errors import ConfigurationError, TableNotFoundError
+from hyper_assets.io_manager import HyperIOManager, declared_keys
+from hyper_assets.outbox import Outbox
+from hyper_assets.partitions import partition_window
+from hyper_assets.tables import Catalog, table_label
+
+#: How many offending values a failed check shows.
+SAMPLE_SIZE = 5
+#: Materialisation metadata holding the rows a run wrote (one partition, a range, a table).
+_ROW_COUNT_KEYS = ("dagster/partition_row_count", "range_row_count", "dagster/row_count")
+
+ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
+
+
+def _io_manager(context: dg.AssetCheckExecutionContext, key: str, asset: str) -> HyperIOManager:
+    io_manager = getattr(context.resources, key)
+    if not isinstance(io_manager, HyperIOManager):
+        raise ConfigurationError(
+            f"The checks of {asset} read the .hyper file of the HyperIOManager under "
+            f"resource key {key!r}, found a {type(io_manager).__name__}: pass the key of "
+            "your HyperIOManager as io_manager_key=."
+        )
+    return io_manager
+
+
+def _metadata(asset: dg.AssetsDefinition) -> Mapping[str, Any]:
+    return asset.metadata_by_key.get(asset.key, {})
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """The asset's table, open in Hyper, and the metadata that declared it."""
+
+    connection: Connection
+    table: TableName
+    label: str
+    metadata: Mapping[str, Any]
+
+    def rows(self, sql: str) -> list[list[Any]]:
+        return self.connection.execute_list_query(sql)
+
+    def unkeyed(self, columns: Sequence[str], name: str) -> str:
+        """A temporary copy of `columns`, free of the table's ASSUMED keys.
+
+        Hyper's planner trusts assumed keys: `GROUP BY` a primary key finds no repeats
+        and `COUNT(DISTINCT key)` counts every row, so checks query a copy instead.
+        """
+        copy = escape_name(f"hyper_assets_check_{name}")
+        self.connection.execute_command(f"DROP TABLE IF EXISTS {copy}")
+        self.connection.execute_command(
+            f"CREATE TEMPORARY TABLE {copy} AS (SELECT {_columns(columns)} FROM {self.table})"
+        )
+        return copy
+
+
+@contextmanager
+def _stored(
+    context: dg.AssetCheckExecutionContext, asset: dg.AssetsDefinition, io_manager_key: str
+) -> Iterator[_Stored]:
+    io_manager = _io_manager(context, io_manager_key, asset.key.to_user_string())
+    metadata = _metadata(asset)
+    table = io_manager.table_for(asset.key.path, metadata)
+    with io_manager.hyper.connect(io_manager.database, create=False) as connection:
+        if not connection.catalog.has_table(table):
+            raise TableNotFoundError(
+                f"Table {table_label(table)} is not in {io_manager.database}: materialise "
+                f"asset {asset.key.to_user_string()} before checking it."
+            )
+        yield _Stored(connection, table, table_label(table), metadata)
+
+
+def _columns(names: Sequence[str], alias: str = "") -> str:
+    return ", ".join(f"{alias}{escape_name(n)}" for n in names)
+
+
+def _shown(values: Sequence[Any]) -> str:
+    return str(values[0]) if len(values) == 1 else "(" + ", ".join(map(str, values)) + ")"
+
+
+def primary_key_check(
+    asset: dg.AssetsDefinition, *, io_manager_key: str = "io_manager", blocking: bool = True
+) -> dg.AssetChecksDefinition:
+    """`primary_key_unique`: the declared primary key is unique and never NULL.
+
+    Blocking by default: Tableau relationships on a repeated key multiply rows, so what
+    is downstream (the publish) waits until the key is fixed.
+    """
+    if not _metadata(asset).get("primary_key"):
+        raise ConfigurationError(
+            f"Asset {asset.key.to_user_string()} declares no metadata primary_key to check."
+        )
+
+    @dg.asset_check(
+        asset=asset,
+        name="primary_key_unique",
+        blocking=blocking,
+        required_resource_keys={io_manager_key},
+        description="The primary key is unique and never NULL (Tableau relationships rely on it).",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        with _stored(context, asset, io_manager_key) as stored:
+            key = declared_keys(stored.metadata, stored.table, stored.label).primary_key
+            copy = stored.unkeyed(key, "primary_key")
+            cols = _columns(key)
+            not_null = " AND ".join(f"{escape_name(k)} IS NOT NULL" for k in key)
+            ((rows, null_keys),) = stored.rows(
+                f"SELECT COUNT(*), COUNT(*) FILTER (WHERE NOT ({not_null})) FROM {copy}"
+            )
+            repeated = (
+                f"SELECT {cols}, COUNT(*) AS n FROM {copy} WHERE {not_null} "
+                f"GROUP BY {cols} HAVING COUNT(*) > 1"
+            )
+            ((keys, extra),) = stored.rows(
+                f"SELECT COUNT(*), CAST(COALESCE(SUM(n - 1), 0) AS BIGINT) FROM ({repeated}) r"
+            )
+            sample = stored.rows(f"{repeated} ORDER BY n DESC, {cols} LIMIT {SAMPLE_SIZE}")
+        problems = [f"{keys} key value(s) repeat ({extra} extra row(s))"] if keys else []
+        problems += [f"{null_keys} row(s) have a NULL key"] if null_keys else []
+        return dg.AssetCheckResult(
+            passed=not problems,
+            description="; ".join(problems) or f"{list(key)} is unique over {rows} rows.",
+            metadata={
+                "rows": rows,
+                "duplicate_keys": keys,
+                "duplicate_rows": extra,
+                "null_keys": null_keys,
+                "sample": [f"{_shown(r[:-1])} ({r[-1]} rows)" for r in sample],
+            },
+        )
+
+    return _check
+
+
+def foreign_key_check(
+    asset: dg.AssetsDefinition, *, io_manager_key: str = "io_manager"
+) -> dg.AssetChecksDefinition:
+    """`foreign_keys_resolve`: rows whose foreign key has no row in the referenced table.
+
+    A warning: such rows are often real data kept on purpose; the result counts them per
+    key and shows the most frequent missing values.
+    """
+    if not _metadata(asset).get("foreign_keys"):
+        raise ConfigurationError(
+            f"Asset {asset.key.to_user_string()} declares no metadata foreign_keys to check."
+        )
+
+    @dg.asset_check(
+        asset=asset,
+        name="foreign_keys_resolve",
+        required_resource_keys={io_manager_key},
+        description="Every foreign key value has its row in the referenced table "
+        "(a warning with the count and a sample of missing values).",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        details: dict[str, Any] = {}
+        total, missing_tables = 0, []
+        with _stored(context, asset, io_manager_key) as stored:
+            for fk in declared_keys(stored.metadata, stored.table, stored.label).foreign_keys:
+                label = (
+                    f"{', '.join(fk.columns)} -> {table_label(fk.ref_table)}."
+                    f"{', '.join(fk.ref_columns)}"
+                )
+                if not stored.connection.catalog.has_table(fk.ref_table):
+                    missing_tables.append(table_label(fk.ref_table))
+                    details[label] = "the referenced table is not loaded yet"
+                    continue
+                match = " AND ".join(
+                    f"d.{escape_name(r)} = f.{escape_name(c)}"
+                    for c, r in zip(fk.columns, fk.ref_columns, strict=True)
+                )
+                present = " AND ".join(f"f.{escape_name(c)} IS NOT NULL" for c in fk.columns)
+                orphans = stored.rows(
+                    f"SELECT {_columns(fk.columns, 'f.')}, COUNT(*) AS n, "
+                    "CAST(SUM(COUNT(*)) OVER () AS BIGINT), COUNT(*) OVER () "
+                    f"FROM {stored.unkeyed(fk.columns, 'foreign_key')} f WHERE {present} "
+                    "AND NOT EXISTS "
+                    f"(SELECT 1 FROM {fk.ref_table} d WHERE {match}) "
+                    f"GROUP BY {_columns(fk.columns, 'f.')} "
+                    f"ORDER BY n DESC, {_columns(fk.columns, 'f.')} LIMIT {SAMPLE_SIZE}"
+                )
+                rows, values = (orphans[0][-2], orphans[0][-1]) if orphans else (0, 0)
+                total += rows
+                details[label] = {
+                    "rows": rows,
+                    "values": values,
+                    "sample": [f"{_shown(r[:-3])} ({r[-3]} rows)" for r in orphans],
+                }
+        problems = [f"{total} row(s) reference a missing key"] if total else []
+        problems += [f"not loaded yet: {', '.join(missing_tables)}"] if missing_tables else []
+        return dg.AssetCheckResult(
+            passed=not problems,
+            severity=WARN,
+            description="; ".join(problems) or "Every foreign key resolves.",
+            metadata={"orphan_rows": total, "orphans": dg.MetadataValue.json(details)},
+        )
+
+    return _check
+
+
+def not_null_check(
+    asset: dg.AssetsDefinition,
+    columns: Sequence[str],
+    *,
+    io_manager_key: str = "io_manager",
+    severity: dg.AssetCheckSeverity = ERROR,
+) -> dg.AssetChecksDefinition:
+    """`columns_not_null`: `columns` hold no NULL (for columns Spark calls nullable)."""
+    if not columns or isinstance(columns, str):
+        raise ConfigurationError(
+            f"not_null_check of {asset.key.to_user_string()} needs a list of column names, "
+            f"got {columns!r}."
+        )
+
+    @dg.asset_check(
+        asset=asset,
+        name="columns_not_null",
+        required_resource_keys={io_manager_key},
+        description=f"Columns {', '.join(columns)} hold no NULL.",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        with _stored(context, asset, io_manager_key) as stored:
+            stored_names = [c.name for c in Catalog(stored.connection).columns(stored.table)]
+            unknown = [c for c in columns if c not in stored_names]
+            if unknown:
+                raise ConfigurationError(
+                    f"not_null_check names {unknown}, which {stored.label} does not have; its "
+                    f"columns are {stored_names}. Fix the column names."
+                )
+            counts = ", ".join(f"COUNT(*) - COUNT({escape_name(c)})" for c in columns)
+            ((rows, *nulls),) = stored.rows(f"SELECT COUNT(*), {counts} FROM {stored.table}")
+        by_column = dict(zip(columns, nulls, strict=True))
+        failing = {c: n for c, n in by_column.items() if n}
+        return dg.AssetCheckResult(
+            passed=not failing,
+            severity=severity,
+            description=", ".join(f"{c}: {n} NULL(s)" for c, n in failing.items())
+            or f"No NULL in {len(columns)} column(s) over {rows} rows.",
+            metadata={
+                "rows": rows,
+                "null_rows": sum(failing.values()),
+                "nulls": dg.MetadataValue.json(by_column),
+            },
+        )
+
+    return _check
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The materialisations one run made of an asset: their partitions and rows written."""
+
+    run_id: str
+    partitions: tuple[str | None, ...]
+    rows: int | None
+
+    @property
+    def rows_per_partition(self) -> float | None:
+        return None if self.rows is None else self.rows / len(self.partitions)
+
+
+def _last_two_runs(instance: dg.DagsterInstance, key: dg.AssetKey) -> list[_Run]:
+    """The latest run that materialised `key`, and the one before it, newest first."""
+    runs: dict[str, list[dg.EventLogRecord]] = {}
+    cursor = None
+    while True:
+        page = instance.fetch_materializations(key, limit=1000, cursor=cursor)
+        for record in page.records:
+            if record.run_id not in runs and len(runs) == 2:
+                return [_run(records) for records in runs.values()]
+            runs.setdefault(record.run_id, []).append(record)
+        if not page.has_more:
+            return [_run(records) for records in runs.values()]
+        cursor = page.cursor
+
+
+def _run(records: list[dg.EventLogRecord]) -> _Run:
+    metadata = records[0].asset_materialization.metadata  # type: ignore[union-attr]
+    rows = next((metadata[k].value for k in _ROW_COUNT_KEYS if k in metadata), None)
+    partitions = tuple(sorted({r.partition_key for r in records}, key=str))
+    return _Run(records[0].run_id, partitions, rows if isinstance(rows, int) else None)
+
+
+def _partition_counts(
+    stored: _Stored, partitions: dg.PartitionsDefinition, keys: Sequence[str]
+) -> dict[str, int]:
+    """Stored rows of each partition of `keys`, 200 partitions counted per scan."""
+    columns = Catalog(stored.connection).columns(stored.table)
+    expr = stored.metadata.get("partition_expr")
+    counts: dict[str, int] = {}
+    for start in range(0, len(keys), 200):
+        chunk = keys[start : start + 200]
+        windows = (partition_window(partitions, [k], expr, columns, stored.label) for k in chunk)
+        filters = ", ".join(f"COUNT(*) FILTER (WHERE {w.sql})" for w in windows)
+        row = stored.rows(f"SELECT {filters} FROM {stored.table}")[0]
+        counts.update(zip(chunk, row, strict=True))
+    return counts
+
+
+def row_count_check(
+    asset: dg.AssetsDefinition,
+    *,
+    min_ratio: float = 0.5,
+    severity: dg.AssetCheckSeverity = ERROR,
+    io_manager_key: str = "io_manager",
+) -> dg.AssetChecksDefinition:
+    """`row_count_vs_previous`: each partition the latest run wrote has rows, and enough.
+
+    Counts the stored rows of each partition the latest materialisation wrote (the whole
+    table when unpartitioned) and compares them with the previous materialisation's rows
+    per partition, from its row-count metadata. A partition with no rows fails unless the
+    previous one had none either; one below `min_ratio` of the previous fails too.
+    """
+    if not 0 <= min_ratio <= 1:
+        raise ConfigurationError(
+            f"row_count_check of {asset.key.to_user_string()}: min_ratio is {min_ratio}; "
+            "give a fraction between 0 and 1 (0.5: half the previous rows fail)."
+        )
+
+    @dg.asset_check(
+        asset=asset,
+        name="row_count_vs_previous",
+        required_resource_keys={io_manager_key},
+        description="Each partition the latest run wrote has rows, and at least "
+        f"{min_ratio:.0%} of the previous materialisation's rows per partition.",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        runs = _last_two_runs(context.instance, asset.key)
+        if not runs:
+            return dg.AssetCheckResult(
+                passed=False, severity=severity, description="Never materialised: no rows."
+            )
+        latest = runs[0]
+        previous = runs[1].rows_per_partition if len(runs) > 1 else None
+        with _stored(context, asset, io_manager_key) as stored:
+            if asset.partitions_def is None:
+                counts = {stored.label: stored.rows(f"SELECT COUNT(*) FROM {stored.table}")[0][0]}
+            else:
+                keys = [k for k in latest.partitions if k is not None]
+                counts = _partition_counts(stored, asset.partitions_def, keys)
+        expect_rows = previous is None or previous > 0
+        empty = [k for k, n in counts.items() if n == 0 and expect_rows]
+        low = [
+            f"{k} ({n} rows)"
+            for k, n in counts.items()
+            if n and previous and n < min_ratio * previous
+        ]
+        problems = [f"no rows: {', '.join(empty[:20])}"] if empty else []
+        if low:
+            problems.append(
+                f"below {min_ratio:.0%} of the previous {previous:.0f} rows per partition: "
+                + ", ".join(low[:20])
+            )
+        return dg.AssetCheckResult(
+            passed=not problems,
+            severity=severity,
+            description="; ".join(problems)
+            or f"{len(counts)} partition(s) with {min(counts.values(), default=0)}..."
+            f"{max(counts.values(), default=0)} rows each.",
+            metadata={
+                "partitions": len(counts),
+                "empty_partitions": len(empty),
+                "low_partitions": len(low),
+                "fewest_rows": min(counts.values(), default=0),
+                "most_rows": max(counts.values(), default=0),
+                "previous_rows_per_partition": dg.MetadataValue.float(previous)
+                if previous is not None
+                else dg.MetadataValue.null(),
+                "rows": dg.MetadataValue.json(counts if len(counts) <= 50 else {}),
+            },
+        )
+
+    return _check
+
+
+def publish_freshness_check(
+    published: dg.AssetsDefinition,
+    *,
+    max_lag_minutes: float,
+    io_manager_key: str = "io_manager",
+    severity: dg.AssetCheckSeverity = ERROR,
+) -> dg.AssetChecksDefinition:
+    """`published_copy_fresh` on the publish asset: no change waits longer than the lag.
+
+    Reads the file's change outbox: a write not yet sent to Tableau older than
+    `max_lag_minutes` fails the check, and so does a file never published. Run it on a
+    schedule in a job of its own (`define_asset_job(selection=AssetSelection.checks(check))`):
+    right after a publish it passes by construction, and in a run that also writes tables
+    nothing orders it after the writes.
+    """
+
+    @dg.asset_check(
+        asset=published,
+        name="published_copy_fresh",
+        required_resource_keys={io_manager_key},
+        description=f"No change to the .hyper file waits more than {max_lag_minutes:g} "
+        "minutes to be published.",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        io_manager = _io_manager(context, io_manager_key, published.key.to_user_string())
+        outbox = Outbox(io_manager.database)
+        with io_manager.hyper.lock(io_manager.database):
+            tracking = outbox.tracking
+            changes = outbox.changes()
+            oldest = outbox.oldest_change_at()
+        if not tracking:
+            return dg.AssetCheckResult(
+                passed=False,
+                severity=severity,
+                description=f"{io_manager.database} has never been published: materialise "
+                f"{published.key.to_user_string()}.",
+            )
+        lag = (datetime.now(UTC) - oldest).total_seconds() / 60 if oldest else 0.0
+        tables = sorted({table_label(c.table) for c in changes})
+        return dg.AssetCheckResult(
+            passed=lag <= max_lag_minutes,
+            severity=severity,
+            description=(
+                f"{len(changes)} change(s) to {', '.join(tables)} unpublished, the oldest for "
+                f"{lag:.0f} minutes (at most {max_lag_minutes:g} allowed)."
+                if changes
+                else "Every change is published."
+            ),
+            metadata={
+                "unpublished_changes": len(changes),
+                "oldest_change_minutes": round(lag, 1),
+                "tables": tables,
+            },
+        )
+
+    return _check
+
+
+def build_hyper_checks(
+    assets: Sequence[dg.AssetsDefinition],
+    *,
+    not_null: Mapping[str, Sequence[str]] | None = None,
+    min_row_ratio: float | None = 0.5,
+    row_count_severity: dg.AssetCheckSeverity = ERROR,
+    io_manager_key: str = "io_manager",
+) -> list[dg.AssetChecksDefinition]:
+    """The checks each asset's metadata calls for, run inside Hyper.
+
+    Per asset: `primary_key_unique` when it declares `primary_key`, `foreign_keys_resolve`
+    when it declares `foreign_keys`, `row_count_vs_previous` (unless `min_row_ratio` is
+    None), and `columns_not_null` for the columns `not_null` lists under its key (e.g.
+    `{"flights": ["carrier"]}`). The publish asset's check is `publish_freshness_check`.
+    """
+    not_null = dict(not_null or {})
+    checks: list[dg.AssetChecksDefinition] = []
+    for asset in assets:
+        metadata = _metadata(asset)
+        name = asset.key.to_user_string()
+        if metadata.get("primary_key"):
+            checks.append(primary_key_check(asset, io_manager_key=io_manager_key))
+        if metadata.get("foreign_keys"):
+            checks.append(foreign_key_check(asset, io_manager_key=io_manager_key))
+        if min_row_ratio is not None:
+            checks.append(
+                row_count_check(
+                    asset,
+                    min_ratio=min_row_ratio,
+                    severity=row_count_severity,
+                    io_manager_key=io_manager_key,
+                )
+            )
+        if name in not_null:
+            columns = not_null.pop(name)
+            checks.append(not_null_check(asset, columns, io_manager_key=io_manager_key))
+    if not_null:
+        raise ConfigurationError(
+            f"not_null names asset(s) {sorted(not_null)} that are not among the assets "
+            f"checked ({sorted(a.key.to_user_string() for a in assets)})."
+        )
+    return checks

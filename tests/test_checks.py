@@ -1,0 +1,283 @@
+"""The library's checks on real `.hyper` files: good data passes, injected bad data fails.
+
+Assets return Arrow tables (no Spark); the HyperIOManager stores them in a real hyperd and
+each check's SQL runs there. Bad data is injected through the assets themselves.
+"""
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+from helpers import query
+
+from hyper_assets import (
+    ConfigurationError,
+    HyperIOManager,
+    HyperResource,
+    TableauServerResource,
+    build_hyper_checks,
+    not_null_check,
+    publish_freshness_check,
+    tableau_datasource_asset,
+)
+from hyper_assets.emulator import Emulator
+from hyper_assets.process import SharedHyper
+
+DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-02-01")
+RANGE = {
+    "dagster/asset_partition_range_start": "2024-01-01",
+    "dagster/asset_partition_range_end": "2024-01-03",
+}
+
+
+@dataclass
+class World:
+    """What the assets return next; each test injects its bad data here."""
+
+    carriers: list[str | None] = field(default_factory=lambda: ["AA", "B6", "UA"])
+    #: rows per day; a day missing from the dict gets 4 rows
+    per_day: dict[str, int] = field(default_factory=dict)
+    #: the carrier of every flight; one not in `carriers` makes orphans
+    flight_carrier: str = "UA"
+    #: flights of these days have no tail number
+    no_tailnum_days: set[str] = field(default_factory=set)
+
+
+def definitions(world: World, database: Path) -> dg.Definitions:
+    @dg.asset(metadata={"primary_key": ["carrier"]})
+    def carriers() -> pa.Table:
+        codes = world.carriers
+        return pa.table(
+            {"carrier": pa.array(codes, pa.string()), "name": [f"{c} air" for c in codes]}
+        )
+
+    @dg.asset(
+        partitions_def=DAYS,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        metadata={
+            "partition_expr": "flight_date",
+            "foreign_keys": {"carrier": "Extract.carriers.carrier"},
+        },
+    )
+    def flights(context: dg.AssetExecutionContext) -> pa.Table:
+        dates, tails = [], []
+        for key in context.partition_keys:
+            count = world.per_day.get(key, 4)
+            dates += [dt.date.fromisoformat(key)] * count
+            tails += [None if key in world.no_tailnum_days else "N1"] * count
+        return pa.table(
+            {
+                "flight_date": pa.array(dates, pa.date32()),
+                "carrier": pa.array([world.flight_carrier] * len(dates), pa.string()),
+                "tailnum": pa.array(tails, pa.string()),
+            }
+        )
+
+    checks = build_hyper_checks([carriers, flights], not_null={"flights": ["tailnum"]})
+    return dg.Definitions(
+        assets=[carriers, flights],
+        asset_checks=checks,
+        resources={
+            "io_manager": HyperIOManager(
+                database=str(database),
+                hyper=HyperResource(log_dir=str(database.parent / "logs")),
+                staging_dir=str(database.parent / "staging"),
+            )
+        },
+    )
+
+
+@dataclass
+class Setup:
+    world: World
+    database: Path
+    instance: dg.DagsterInstance
+
+    def run(
+        self, asset: str, partition: str | None = None, tags: dict[str, str] | None = None
+    ) -> dict[str, dg.AssetCheckEvaluation]:
+        """Materialises `asset` with its checks; the checks' evaluations by name."""
+        defs = definitions(self.world, self.database)
+        result = dg.materialize(
+            [*defs.assets, *defs.asset_checks],
+            selection=[asset],
+            partition_key=partition,
+            tags=tags,
+            resources=defs.resources,
+            instance=self.instance,
+            raise_on_error=False,
+        )
+        assert result.get_asset_materialization_events(), "nothing materialised"
+        return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    with dg.instance_for_test() as instance:
+        yield Setup(World(), tmp_path / "star.hyper", instance)
+
+
+def test_good_data_passes_every_check(setup):
+    carriers = setup.run("carriers")
+    assert set(carriers) == {"primary_key_unique", "row_count_vs_previous"}
+    assert all(e.passed for e in carriers.values())
+    assert carriers["primary_key_unique"].metadata["rows"].value == 3
+
+    flights = setup.run("flights", tags=RANGE)
+    assert set(flights) == {"foreign_keys_resolve", "row_count_vs_previous", "columns_not_null"}
+    assert all(e.passed for e in flights.values()), {n: e.description for n, e in flights.items()}
+    counts = flights["row_count_vs_previous"].metadata
+    assert counts["partitions"].value == 3
+    assert counts["rows"].value == {"2024-01-01": 4, "2024-01-02": 4, "2024-01-03": 4}
+    assert flights["columns_not_null"].metadata["nulls"].value == {"tailnum": 0}
+
+    again = setup.run("flights", "2024-01-04")  # 4 rows against 12 / 3 before
+    assert again["row_count_vs_previous"].passed
+    assert again["row_count_vs_previous"].metadata["previous_rows_per_partition"].value == 4.0
+
+
+def test_a_repeated_or_null_key_fails_with_the_counts(setup):
+    setup.world.carriers = ["AA", "UA", "UA", "UA", "B6", "B6", None]
+    check = setup.run("carriers")["primary_key_unique"]
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+    meta = {k: v.value for k, v in check.metadata.items()}
+    assert (meta["rows"], meta["duplicate_keys"], meta["duplicate_rows"], meta["null_keys"]) == (
+        7,
+        2,
+        3,
+        1,
+    )
+    assert meta["sample"] == ["UA (3 rows)", "B6 (2 rows)"]
+    assert check.description == "2 key value(s) repeat (3 extra row(s)); 1 row(s) have a NULL key"
+
+
+def test_orphans_warn_with_the_count_and_a_sample(setup):
+    setup.run("carriers")
+    setup.world.flight_carrier = "ZZ"
+    setup.world.per_day = {"2024-01-02": 6}
+    check = setup.run("flights", tags=RANGE)["foreign_keys_resolve"]
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    assert check.metadata["orphan_rows"].value == 14
+    detail = check.metadata["orphans"].value["carrier -> Extract.carriers.carrier"]
+    assert detail == {"rows": 14, "values": 1, "sample": ["ZZ (14 rows)"]}
+
+
+def test_a_day_without_rows_fails_and_so_does_a_drop_against_the_previous_run(setup):
+    setup.run("carriers")
+    setup.world.per_day = {"2024-01-02": 0}
+    check = setup.run("flights", tags=RANGE)["row_count_vs_previous"]
+    assert not check.passed
+    assert check.metadata["empty_partitions"].value == 1
+    assert check.metadata["rows"].value == {"2024-01-01": 4, "2024-01-02": 0, "2024-01-03": 4}
+    assert check.description == "no rows: 2024-01-02"
+
+    setup.world.per_day = {"2024-01-04": 1}  # the previous run wrote 8 rows over 3 days
+    check = setup.run("flights", "2024-01-04")["row_count_vs_previous"]
+    assert not check.passed
+    assert check.metadata["low_partitions"].value == 1
+    assert "2024-01-04 (1 rows)" in check.description
+
+    setup.world.per_day = {"2024-01-05": 1}  # against the 1 row of the run before: fine
+    assert setup.run("flights", "2024-01-05")["row_count_vs_previous"].passed
+
+
+def test_nulls_in_a_listed_column_fail_with_their_count(setup):
+    setup.run("carriers")
+    setup.world.no_tailnum_days = {"2024-01-03"}
+    check = setup.run("flights", tags=RANGE)["columns_not_null"]
+    assert not check.passed
+    assert check.metadata["nulls"].value == {"tailnum": 4}
+    assert check.description == "tailnum: 4 NULL(s)"
+
+
+def test_a_not_null_list_for_an_unknown_asset_is_refused():
+    @dg.asset
+    def lonely() -> pa.Table:
+        return pa.table({"x": [1]})
+
+    with pytest.raises(ConfigurationError, match=r"\['flights'\]"):
+        build_hyper_checks([lonely], not_null={"flights": ["x"]})
+
+
+def test_published_copy_freshness_reads_the_outbox(tmp_path: Path, hyper: SharedHyper):
+    """Never published: fails; just published: passes; a write waiting: fails past the lag."""
+    world, database = World(), tmp_path / "star.hyper"
+    defs = definitions(world, database)
+    carriers = defs.resolve_assets_def("carriers")
+    published = tableau_datasource_asset(datasource="Airlines", project="default", deps=[carriers])
+    data_dir = tmp_path / "server"
+    data_dir.mkdir()
+    with (
+        Emulator(data_dir, tokens={"ci": "secret"}, hyper=hyper) as emulator,
+        dg.instance_for_test() as instance,
+    ):
+        tableau = TableauServerResource(
+            server_url=emulator.url, token_name="ci", token_secret="secret"
+        )
+
+        def run(selection: dg.AssetSelection, max_lag: float = 0) -> dg.AssetCheckEvaluation:
+            """Runs `selection` and the check (after it when it holds the publish asset)."""
+            check = publish_freshness_check(published, max_lag_minutes=max_lag)
+            result = dg.materialize(
+                [carriers, published, check],
+                selection=selection | dg.AssetSelection.checks(check),
+                resources={**defs.resources, "tableau": tableau},
+                instance=instance,
+            )
+            (evaluation,) = result.get_asset_check_evaluations()
+            return evaluation
+
+        def write_carriers() -> None:
+            result = dg.materialize([carriers], resources=defs.resources, instance=instance)
+            assert result.success
+
+        write_carriers()
+        never = run(dg.AssetSelection.assets())
+        assert not never.passed and "never been published" in never.description
+        fresh = run(dg.AssetSelection.assets(published))  # the check runs after the publish
+        assert fresh.passed and fresh.metadata["unpublished_changes"].value == 0
+
+        world.carriers = ["AA"]
+        write_carriers()
+        waiting = run(dg.AssetSelection.assets())
+        assert not waiting.passed
+        assert waiting.metadata["unpublished_changes"].value == 1
+        assert waiting.metadata["tables"].value == ["Extract.carriers"]
+        assert run(dg.AssetSelection.assets(), max_lag=60).passed
+
+        published_again = run(dg.AssetSelection.assets(published))
+        assert published_again.passed
+        remote = emulator.data_dir / "Airlines.hyper"
+        assert query(hyper, remote, 'SELECT carrier FROM "Extract".carriers') == [["AA"]]
+
+
+def test_a_column_the_table_lacks_or_a_foreign_io_manager_is_named_in_the_error(tmp_path: Path):
+    database = tmp_path / "star.hyper"
+    defs = definitions(World(), database)
+    carriers = defs.resolve_assets_def("carriers")
+
+    def check_error(check: dg.AssetChecksDefinition, resources: dict) -> str:
+        with dg.instance_for_test() as instance:
+            dg.materialize([carriers], resources=defs.resources, instance=instance)
+            result = dg.materialize(
+                [carriers, check],
+                selection=dg.AssetSelection.checks(check),
+                resources=resources,
+                instance=instance,
+                raise_on_error=False,
+            )
+        (failure,) = [e for e in result.all_events if e.is_step_failure]
+        cause = failure.step_failure_data.error.cause
+        return f"{cause.cls_name}: {cause.message}"
+
+    message = check_error(not_null_check(carriers, ["nmae"]), defs.resources)
+    assert (
+        "ConfigurationError" in message and "['nmae']" in message and "Extract.carriers" in message
+    )
+    io = {**defs.resources, "tables": dg.FilesystemIOManager(base_dir=str(tmp_path))}
+    message = check_error(not_null_check(carriers, ["name"], io_manager_key="tables"), io)
+    assert "under resource key 'tables', found a PickledObjectFilesystemIOManager" in message
