@@ -13,6 +13,8 @@ from dagster import (
     AssetIn,
     BackfillPolicy,
     DailyPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
     StaticPartitionsDefinition,
     asset,
     materialize,
@@ -163,6 +165,66 @@ def test_static_partitions_use_in(spark, hyper, database):
         hyper, database, 'SELECT region, COUNT(*) FROM "Extract".sales GROUP BY 1 ORDER BY 1'
     )
     assert rows == [["north", 3], ["o'west", 3], ["süd", 3]]
+
+
+def test_multi_partitions_replace_exactly_their_cell(spark, hyper, database):
+    """A (day, region) partition owns the rows of that day AND that region, no more."""
+    cells = MultiPartitionsDefinition(
+        {"day": DAYS, "region": StaticPartitionsDefinition(["n", "s"])}
+    )
+    runs = {"n": 0, "s": 0}
+
+    @asset(partitions_def=cells, metadata={"partition_expr": {"day": "day", "region": "region"}})
+    def sales(context) -> DataFrame:
+        key = context.partition_key.keys_by_dimension
+        runs[key["region"]] += 1
+        return spark.sql(
+            f"SELECT id, DATE'{key['day']}' AS day, '{key['region']}' AS region, "
+            f"{runs[key['region']]} AS version FROM range({3 + runs[key['region']]})"
+        )
+
+    for day, region in [("2024-01-02", "n"), ("2024-01-02", "s"), ("2024-01-03", "n")] * 2:
+        result = run(
+            [sales], database, partition_key=MultiPartitionKey({"day": day, "region": region})
+        )
+    assert query(
+        hyper,
+        database,
+        "SELECT CAST(day AS TEXT), region, version, COUNT(*), COUNT(DISTINCT id) "
+        'FROM "Extract".sales GROUP BY 1, 2, 3 ORDER BY 1, 2',
+    ) == [["2024-01-02", "n", 3, 6, 6], ["2024-01-02", "s", 2, 5, 5], ["2024-01-03", "n", 4, 7, 7]]
+    assert metadata(result, "sales")["dagster/partition_row_count"] == 7
+
+    @asset(
+        name="sales",
+        partitions_def=cells,
+        metadata={"partition_expr": {"day": "day", "region": "region"}},
+    )
+    def leaky() -> DataFrame:  # the right day, every region
+        return spark.sql("SELECT 1L AS id, DATE'2024-01-02' AS day, 's' AS region, 9 AS version")
+
+    with pytest.raises(SchemaMismatchError, match="fall outside the partition"):
+        materialize(
+            [leaky],
+            resources={"io_manager": io(database)},
+            partition_key=MultiPartitionKey({"day": "2024-01-02", "region": "n"}),
+        )
+    assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".sales') == [[18]]
+
+
+def test_multi_partitions_need_an_expression_per_dimension(spark, database):
+    cells = MultiPartitionsDefinition({"day": DAYS, "region": StaticPartitionsDefinition(["n"])})
+
+    @asset(partitions_def=cells, metadata={"partition_expr": {"day": "day"}})
+    def sales() -> DataFrame:
+        return spark.sql("SELECT DATE'2024-01-02' AS day, 'n' AS region")
+
+    with pytest.raises(ConfigurationError, match="no entry for partition dimension 'region'"):
+        materialize(
+            [sales],
+            resources={"io_manager": io(database)},
+            partition_key=MultiPartitionKey({"day": "2024-01-02", "region": "n"}),
+        )
 
 
 def test_full_refresh_replaces_and_may_change_schema_keeping_keys(spark, hyper, database):
