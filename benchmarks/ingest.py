@@ -555,7 +555,9 @@ def main() -> None:
             print("  warming the Spark Connect server up (e and f once each) ...", flush=True)
             command = [sys.executable, __file__, "--rows", str(args.rows), "--warm-up"]
             command += ["--work", tmp, "--remote", remote]
-            subprocess.run(command, check=True, capture_output=True)
+            warmed = subprocess.run(command, capture_output=True, text=True, check=False)
+            if warmed.returncode:  # the same paths would fail measured: say why now
+                sys.exit(f"The warm-up failed:\n{warmed.stderr[-3000:]}")
         for name in names:
             waited = wait_for_quiet(args.wait)
             print(
