@@ -11,7 +11,8 @@ A publish makes a plan while holding the database's lock, saves it in
   applies atomically, in order (`hyper_assets.tableau.changes` says which actions).
 
 The plan and its progress are saved around every request, so a re-run after a crash at
-any point resumes it. Each batch's RequestID is derived from the plan, the changes it
+any point resumes it. A refused publish changes nothing, and an unfinished update plan is
+replaced only by a full plan, once that one is saved: no change is ever sent twice. Each batch's RequestID is derived from the plan, the changes it
 carries and its attempt number: a batch the server accepted but whose job was never
 seen is sent again with the same RequestID, which the server runs once. A failed job
 bumps the attempt (the server answers a RequestID with its first job for 24 hours), and
@@ -76,6 +77,7 @@ class Plan:
     reason: str
     changes: list[dict[str, Any]]
     fingerprint: dict[str, Any]
+    target: dict[str, str]
     rows: list[dict[str, Any]] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
     payload_bytes: int = 0
@@ -90,7 +92,7 @@ class Plan:
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Plan:
         batches = [Batch(**b) for b in body.pop("batches")]
-        return cls(**body, batches=batches)
+        return cls(**{"target": {}, **body}, batches=batches)
 
 
 @dataclass(frozen=True)
@@ -152,27 +154,32 @@ class Publisher:
         ours = state is not None and state["target"] == self._target()
         current = ours and existing is not None and existing.id == state["datasource_id"]
         plan = self._load_plan()
-        if plan is not None and (full or (plan.kind == "update" and not current)):
-            self.log.info(
-                "Dropping the unfinished %s plan %s: publishing whole", plan.kind, plan.id
-            )
-            shutil.rmtree(self._plan_dir)
-            plan = None
-        if existing is not None and not ours and not full and plan is None:
+        # An update plan goes to the data source of the publish state; a full plan names its own.
+        resume = (
+            plan is not None
+            and not full
+            and (current if plan.kind == "update" else plan.target == self._target())
+        )
+        # Refuse before changing anything: an unfinished plan stays for the next run.
+        if existing is not None and not ours and not full and not (resume and plan.kind == "full"):
             raise PublishError(
                 f"Data source {self.datasource!r} in project {self.project!r} exists but was "
                 f"not published from {self.database}. Publish with full=True to overwrite it, "
                 "or pick another data source name."
             )
         sent: list[tuple[Plan, list[Job]]] = []
-        if plan is not None:
+        if plan is not None and resume:
             self.log.info("Resuming the %s plan %s left by an earlier run", plan.kind, plan.id)
             sent.append((plan, self._send(plan, project_id)))
             if plan.kind == "full":
                 full, ours, current = False, True, True
-        plan = self._make_plan(_forced_reason(full, ours, current))
-        if plan is not None:
-            sent.append((plan, self._send(plan, project_id)))
+            plan = None
+        elif plan is not None:
+            # Replaced once the next plan is saved; for an update plan that is a full one.
+            self.log.info("Replacing the unfinished %s plan %s", plan.kind, plan.id)
+        new = self._make_plan(_forced_reason(full, ours, current), replaces=plan)
+        if new is not None:
+            sent.append((new, self._send(new, project_id)))
         return self._result(sent, time.perf_counter() - started)
 
     def _target(self) -> dict[str, str]:
@@ -197,8 +204,12 @@ class Publisher:
 
     # --- making a plan -------------------------------------------------------------------------
 
-    def _make_plan(self, full_reason: str) -> Plan | None:
-        """The plan for the changes recorded so far; None when there is nothing to send."""
+    def _make_plan(self, full_reason: str, replaces: Plan | None) -> Plan | None:
+        """The plan for the changes recorded so far; None when there is nothing to send.
+
+        The plan's files go to a directory of their own; saving `plan.json` is the one
+        step that replaces the plan `replaces`, so a failure before it leaves that plan.
+        """
         with self.hyper.lock(self.database):
             with self.hyper.open(self.database, create=False) as connection:
                 self.outbox.settle(connection)
@@ -215,21 +226,28 @@ class Publisher:
                     {"table": table_label(t), "action": "publish", "rows": _count(connection, t)}
                     for t in (_tables(connection) if reason else [])
                 ]
-            shutil.rmtree(self._plan_dir, ignore_errors=True)
-            self._plan_dir.mkdir(parents=True)
+            if not reason and not changes:
+                if replaces is not None:  # a full plan for another data source: moot
+                    shutil.rmtree(self._plan_dir)
+                return None
             carried = [c.to_json() for c in changes]
+            plan = Plan(
+                "full" if reason else "update", reason, carried, fingerprint, self._target()
+            )
+            files = self._files(plan)
+            shutil.rmtree(files, ignore_errors=True)
+            files.mkdir(parents=True)
             if reason:
-                snapshot = self._plan_dir / "snapshot.hyper"
+                snapshot = files / "snapshot.hyper"
                 shutil.copyfile(self.database, snapshot)
                 self.outbox.start_tracking()
-                plan = Plan("full", reason, carried, fingerprint, rows, [], _size(snapshot))
-            elif not changes:
-                return None
+                plan.rows, plan.payload_bytes = rows, _size(snapshot)
             else:
-                plan = Plan("update", "changes since the last publish", carried, fingerprint)
-                plan.batches = self._batches(changes, types)
+                plan.reason = "changes since the last publish"
+                plan.batches = self._batches(changes, types, files)
                 plan.payload_bytes = sum(b.payload_bytes for b in plan.batches)
             self._save(plan)
+            self._drop_files_but(plan)
         self.log.info(
             "Publish plan for %s: %s (%s), %d change(s), %d batch(es)",
             self.database.name,
@@ -240,19 +258,31 @@ class Publisher:
         )
         return plan
 
-    def _batches(self, changes: list[Change], types: dict[TableName, Any]) -> list[Batch]:
+    def _files(self, plan: Plan) -> Path:
+        """Where the payload files of `plan` are."""
+        return self._plan_dir / plan.id
+
+    def _drop_files_but(self, plan: Plan) -> None:
+        """Removes what earlier plans left in the plan directory."""
+        for path in self._plan_dir.iterdir():
+            if path.name not in (plan.id, "plan.json"):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    def _batches(
+        self, changes: list[Change], types: dict[TableName, Any], files: Path
+    ) -> list[Batch]:
         steps = net_steps(changes, types)
         parts = build_parts(
             self.hyper.shared.endpoint,
             self.database,
             self.outbox,
             steps,
-            self._plan_dir,
+            files,
             self.max_payload_bytes,
         )
         batches = []
         for number, group in enumerate(pack(parts, self.max_payload_bytes)):
-            path = self._plan_dir / f"batch-{number:03d}.hyper"
+            path = files / f"batch-{number:03d}.hyper"
             payload = write_batch(self.hyper.shared.endpoint, group, path)
             actions = [a.to_json() for part in group for a in part.actions()]
             if not actions:
@@ -279,7 +309,7 @@ class Publisher:
         return jobs
 
     def _send_full(self, plan: Plan, project_id: str) -> list[Job]:
-        snapshot = self._plan_dir / "snapshot.hyper"
+        snapshot = self._files(plan) / "snapshot.hyper"
         self.log.info(
             "Publishing %s whole (%d bytes): %s", self.database.name, _size(snapshot), plan.reason
         )
@@ -302,7 +332,7 @@ class Publisher:
             if batch.done:
                 continue
             request_id = plan.request_id(index)
-            payload = self._plan_dir / batch.payload if batch.payload else None
+            payload = self._files(plan) / batch.payload if batch.payload else None
             self.log.info(
                 "Batch %d/%d: %s; payload %d bytes; RequestID %s",
                 index + 1,

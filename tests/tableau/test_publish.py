@@ -22,16 +22,18 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 import pytest
-from tableauhyperapi import Connection, TableName, escape_name
+from tableauhyperapi import Connection, SqlType, TableDefinition, TableName, escape_name
 
-from hyper_assets import HyperIOManager
+from hyper_assets import HyperIOManager, HyperResource
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import ConfigurationError, PublishError, TableauConnectionError
 from hyper_assets.outbox import Outbox
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.publish import Publisher
 
+Column = TableDefinition.Column
 NAME, PROJECT = "Sales", "default"
 TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"  # as the emulator fixture in conftest.py
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-01")
@@ -291,6 +293,57 @@ def some_changes(setup: Setup, step: int) -> None:
     setup.write("sales", "2024-03-01")
 
 
+def plan_batches(setup: Setup) -> list[dict[str, Any]]:
+    """The batches of the saved plan, as saved; [] without a plan."""
+    path = Outbox(setup.database).directory / "plan" / "plan.json"
+    return json.loads(path.read_text())["batches"] if path.exists() else []
+
+
+def half_sent(setup: Setup) -> None:
+    """A saved plan whose batch 1 the server applied and whose batch 2 it refused (503)."""
+    setup.publish_options = {"max_payload_bytes": 200_000}
+    published_base(setup)
+    setup.world.appended = [(i, f"event number {i} " * 3) for i in range(1, 60_001)]
+    setup.write("events")
+    faults = setup.emulator.faults
+    faults.pause_jobs()
+    failures: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            setup.publish()
+        except Exception as err:  # checked below
+            failures.append(err)
+
+    thread = threading.Thread(target=publish)
+    thread.start()
+    wait_for(lambda: plan_batches(setup) and plan_batches(setup)[0]["job_id"], "batch 1 sent")
+    faults.fail_requests("PATCH", r"/data$", status=503, count=10**6)
+    faults.resume_jobs()
+    thread.join()
+    faults.clear()
+    assert failures, "the publish should have stopped at batch 2"
+    assert [b["done"] for b in plan_batches(setup)][:2] == [True, False]
+
+
+def test_a_refused_publish_keeps_an_unfinished_plan(setup: Setup) -> None:
+    """Refusing to overwrite a data source not ours changes nothing: batch 1 is not resent."""
+    half_sent(setup)
+    saved = plan_batches(setup)
+    other = setup.database.with_name("other.hyper")
+    setup.files.create(other, {("Extract", "t"): ([Column("x", SqlType.int())], [(1,)])})
+    with TableauServerResource(
+        server_url=setup.emulator.url, token_name=TOKEN_NAME, token_secret=TOKEN_SECRET
+    ).client() as client:
+        client.publish_file(other, "Other", client.project(PROJECT).id, overwrite=True)
+        publisher = Publisher(setup.database, HyperResource(), client, "Other", PROJECT)
+        with pytest.raises(PublishError, match="exists but was not published"):
+            publisher.publish()
+    assert plan_batches(setup) == saved
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()  # the 60,000 appended rows arrived once
+
+
 def test_503_during_upload_and_expired_sessions_are_retried(setup: Setup) -> None:
     published_base(setup)
     some_changes(setup, 1)
@@ -372,6 +425,7 @@ CHILD = """
 import sys
 from hyper_assets import HyperResource
 from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.publish import Publisher
 from hyper_assets.tableau.publish import Publisher
 
 url, database, secret = sys.argv[1:]
