@@ -5,19 +5,20 @@ A publish makes a plan while holding the database's lock, saves it in
 
 - a *full* plan holds a copy of the file, published with overwrite. It is made for the
   first publish, when asked, when the data source is gone from the server, when a table
-  was added or changed its columns or keys, and when a crash left an append whose
-  outcome cannot be told;
+  was added or changed its shape (columns, types, nullability, collations, keys), and
+  when a crash left an append whose outcome cannot be told;
 - an *update* plan holds batches, each a payload file and its actions, which the server
   applies atomically, in order (`hyper_assets.tableau.changes` says which actions).
 
 The plan and its progress are saved around every request, so a re-run after a crash at
 any point resumes it. A refused publish changes nothing, and an unfinished update plan is
-replaced only by a full plan, once that one is saved: no change is ever sent twice. Each batch's RequestID is derived from the plan, the changes it
-carries and its attempt number: a batch the server accepted but whose job was never
-seen is sent again with the same RequestID, which the server runs once. A failed job
-bumps the attempt (the server answers a RequestID with its first job for 24 hours), and
-the next run sends the batch again. Changes leave the outbox only once the plan carrying
-them has succeeded.
+replaced only by a full plan, once that one is saved: no change is ever sent twice.
+
+Each batch's RequestID is derived from the plan, the changes it carries and its attempt
+number: a batch the server accepted but whose job was never seen is sent again with the
+same RequestID, which the server runs once. A failed job bumps the attempt (the server
+answers a RequestID with its first job for 24 hours), and the next run sends the batch
+again. Changes leave the outbox only once the plan carrying them has succeeded.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from filelock import FileLock
-from tableauhyperapi import Connection, TableName
+from tableauhyperapi import Connection, Nullability, TableName
 
 from hyper_assets.errors import (
     PublishError,
@@ -49,6 +50,7 @@ from hyper_assets.tableau.changes import net_steps
 from hyper_assets.tableau.client import MEGABYTE, Job, TableauClient
 from hyper_assets.tableau.payload import build_parts, pack, write_batch
 from hyper_assets.tables import Catalog, table_label
+from hyper_assets.types import sql_name
 
 log = logging.getLogger(__name__)
 
@@ -451,7 +453,7 @@ def _shape_reason(
         if label not in published:
             return f"table {label} is new"
         if published[label] != shape:
-            return f"table {label} changed its columns or keys"
+            return f"table {label} changed its columns, nullability or keys"
     return ""
 
 
@@ -464,15 +466,40 @@ def _tables(connection: Connection) -> list[TableName]:
 
 
 def _fingerprint(connection: Connection) -> dict[str, Any]:
-    """Each table's columns, types and keys: a change means a whole-file publish."""
+    """What each table's shape on the server depends on; a change means a whole-file publish.
+
+    Per table, in plain JSON values: every column's name, SQL type, nullability and
+    collation, in order; the ASSUMED primary key and foreign keys.
+    """
     catalog = Catalog(connection)
-    return {
-        table_label(table): {
-            "columns": [[c.name, c.sql] for c in catalog.columns(table)],
-            "keys": repr(catalog.keys(table)),
+    shapes = {}
+    for table in _tables(connection):
+        definition = connection.catalog.get_table_definition(table)
+        keys = catalog.keys(table)
+        shapes[table_label(table)] = {
+            "columns": [
+                {
+                    "name": c.name.unescaped,
+                    "type": sql_name(c.type),
+                    "nullable": c.nullability == Nullability.NULLABLE,
+                    "collation": c.collation,
+                }
+                for c in definition.columns
+            ],
+            "primary_key": list(keys.primary_key),
+            "foreign_keys": sorted(
+                (
+                    {
+                        "columns": list(fk.columns),
+                        "references": table_label(fk.ref_table),
+                        "ref_columns": list(fk.ref_columns),
+                    }
+                    for fk in keys.foreign_keys
+                ),
+                key=json.dumps,
+            ),
         }
-        for table in _tables(connection)
-    }
+    return shapes
 
 
 def _count(connection: Connection, table: TableName) -> int:

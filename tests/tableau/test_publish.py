@@ -43,7 +43,10 @@ DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-0
 class World:
     """What the assets return next: tests change it between runs."""
 
-    products: list[tuple[int, str]] = field(default_factory=lambda: [(1, "tea"), (2, "cake")])
+    products: list[tuple[int, str | None]] = field(
+        default_factory=lambda: [(1, "tea"), (2, "cake")]
+    )
+    names_required: bool = False  # products.name NOT NULL
     seed: int = 0
     appended: list[tuple[int, str]] = field(default_factory=list)
     upserted: list[tuple[int, int]] = field(default_factory=list)
@@ -66,7 +69,10 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
     @dg.asset(metadata={"primary_key": ["id"]})
     def products() -> pa.Table:
         ids, names = zip(*world.products, strict=True)
-        return pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array(names)})
+        schema = pa.schema(
+            [("id", pa.int64()), pa.field("name", pa.string(), not world.names_required)]
+        )
+        return pa.table([pa.array(ids, pa.int64()), pa.array(names, pa.string())], schema)
 
     @dg.asset(
         partitions_def=DAYS,
@@ -342,6 +348,23 @@ def test_a_refused_publish_keeps_an_unfinished_plan(setup: Setup) -> None:
     assert plan_batches(setup) == saved
     assert setup.publish()["publish"] == "update"
     setup.assert_equal()  # the 60,000 appended rows arrived once
+
+
+def test_a_column_made_nullable_is_published_whole(setup: Setup) -> None:
+    """NOT NULL -> nullable is a new table shape: a replace into the old one would fail."""
+    setup.world.names_required = True
+    setup.write("products")
+    assert setup.publish()["publish"] == "full"
+    setup.world.names_required = False
+    setup.world.products = [(1, "tea"), (2, None)]
+    setup.write("products")
+    again = setup.publish()
+    assert (again["publish"], again["reason"]) == (
+        "full",
+        "table Extract.products changed its columns, nullability or keys",
+    )
+    setup.assert_equal()
+    assert setup.publish()["publish"] == "none"
 
 
 def test_503_during_upload_and_expired_sessions_are_retried(setup: Setup) -> None:
