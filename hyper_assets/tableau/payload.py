@@ -17,7 +17,7 @@ from tableauhyperapi import Connection, Endpoint, TableName, escape_name
 
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.tableau.actions import Action
-from hyper_assets.tableau.changes import PAYLOAD_SCHEMA, Step, step_actions
+from hyper_assets.tableau.changes import PAYLOAD_SCHEMA, Step, keys_table, step_actions
 
 _LOCAL, _PART, _SOURCE = "local", "part", "source"
 _CHUNK = "hyper_assets_chunk"
@@ -36,6 +36,11 @@ class Part:
     @property
     def size(self) -> int:
         return self.path.stat().st_size if self.path else 0
+
+    @property
+    def tables(self) -> list[str]:
+        """The payload tables in the file: the rows, and an upsert's keys."""
+        return [self.name, keys_table(self.name)] if self.step.kind == "upsert" else [self.name]
 
     def actions(self) -> list[Action]:
         return step_actions(self.step, self.name if self.path else None, self.first)
@@ -102,12 +107,21 @@ def _step_part(
     else:
         where = f" WHERE {step.window.sql}" if step.window else ""
         connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {local}{where})")
-    rows = int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {target}"))
+    rows = _finish_part(connection, step, target)
     _detach(connection, _PART)
     if rows == 0 and step.kind != "replace":
         path.unlink()
         return Part(step, name, None, 0)
     return Part(step, name, path, rows)
+
+
+def _finish_part(connection: Connection, step: Step, rows: TableName) -> int:
+    """Adds an upsert's keys table beside its rows; returns the row count."""
+    if step.kind == "upsert":
+        keys = TableName(_PART, PAYLOAD_SCHEMA, keys_table(rows.name.unescaped))
+        names = ", ".join(escape_name(k) for k in step.key)
+        connection.execute_command(f"CREATE TABLE {keys} AS (SELECT DISTINCT {names} FROM {rows})")
+    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {rows}"))
 
 
 def _copy_captured(connection: Connection, outbox: Outbox, step: Step, target: TableName) -> None:
@@ -163,7 +177,7 @@ def _split(connection: Connection, part: Part, max_bytes: int) -> list[Part]:
             f"CREATE TABLE {target} AS (SELECT {names} FROM {escape_name(_CHUNK)} "
             f"WHERE hyper_assets_chunk = {number})"
         )
-        rows = int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {target}"))
+        rows = _finish_part(connection, part.step, target)
         _detach(connection, _PART)
         pieces.append(replace(part, path=path, rows=rows, first=part.first and number == 0))
     connection.execute_command(f"DROP TABLE {escape_name(_CHUNK)}")
@@ -198,9 +212,10 @@ def write_batch(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Path |
         for part in files:
             assert part.path is not None
             _attach(connection, part.path, _PART, read_only=True)
-            source = TableName(_PART, PAYLOAD_SCHEMA, part.name)
-            target = TableName("batch", PAYLOAD_SCHEMA, part.name)
-            connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {source})")
+            for name in part.tables:
+                source = TableName(_PART, PAYLOAD_SCHEMA, name)
+                target = TableName("batch", PAYLOAD_SCHEMA, name)
+                connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {source})")
             _detach(connection, _PART)
             part.path.unlink()
         _detach(connection, "batch")

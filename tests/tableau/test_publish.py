@@ -92,10 +92,17 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
         ids, labels = zip(*world.appended, strict=True) if world.appended else ((), ())
         return pa.table({"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.string())})
 
-    @dg.asset(metadata={"write_mode": "upsert", "primary_key": ["id"]})
+    @dg.asset(metadata={"write_mode": "upsert", "primary_key": ["id", "site"]})
     def stock() -> pa.Table:
+        """Keyed on two columns, one TEXT: the shape whose key an UPDATE must not SET."""
         ids, counts = zip(*world.upserted, strict=True) if world.upserted else ((), ())
-        return pa.table({"id": pa.array(ids, pa.int64()), "count": pa.array(counts, pa.int64())})
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "site": pa.array(["north"] * len(ids), pa.string()),
+                "count": pa.array(counts, pa.int64()),
+            }
+        )
 
     published = tableau_datasource_asset(
         datasource=NAME, project=PROJECT, deps=[products, sales, events, stock], **publish
