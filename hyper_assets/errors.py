@@ -45,6 +45,14 @@ class StagingNotSharedError(ConfigurationError):
     """Spark staged rows where this process cannot read them (a remote cluster's disk)."""
 
 
+class CompactionError(HyperAssetsError):
+    """Hyper failed while compacting a `.hyper` file (a full disk, say); the file is unchanged."""
+
+
+class CorruptFileError(HyperAssetsError):
+    """A file kept beside a `.hyper` (outbox record, publish plan or state) cannot be read."""
+
+
 # --- Action batches and the Tableau REST emulator --------------------------------------
 
 
