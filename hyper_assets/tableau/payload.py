@@ -16,7 +16,7 @@ from pathlib import Path
 from tableauhyperapi import Connection, Endpoint, TableName, escape_name
 
 from hyper_assets.outbox import CAPTURED, Outbox
-from hyper_assets.tableau.actions import Action
+from hyper_assets.tableau.actions import Action, Delete, Insert, Replace
 from hyper_assets.tableau.changes import PAYLOAD_SCHEMA, Step, keys_table, step_actions
 
 _LOCAL, _PART, _SOURCE = "local", "part", "source"
@@ -220,3 +220,145 @@ def write_batch(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Path |
             part.path.unlink()
         _detach(connection, "batch")
     return path
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A share of a batch: its payload file, its actions, its rows, the part it came from."""
+
+    path: Path | None
+    actions: list[Action]
+    rows: int
+    unit: int = 0
+
+
+def split_batch(
+    endpoint: Endpoint,
+    payload: Path | None,
+    actions: Sequence[Action],
+    units: Sequence[int],
+    max_bytes: int,
+) -> list[Piece]:
+    """A batch as pieces of at most about `max_bytes` each, which applied in order do what it did.
+
+    `units` counts the actions of each part the batch was packed from (a part's actions
+    read its own payload tables): a batch is first cut between parts, then a part's rows
+    are cut into shares. The first share carries the part's actions; every later one
+    inserts its rows, deleting first the keys of its rows where the part deletes by key.
+    Pieces are written beside `payload`; a piece that cannot be cut (one row) stays whole.
+    """
+    groups, start = [], 0
+    for count in units or [len(actions)]:
+        groups.append(list(actions[start : start + count]))
+        start += count
+    if payload is None:
+        return [Piece(None, group, 0, unit) for unit, group in enumerate(groups)]
+    pieces: list[Piece] = []
+    with Connection(endpoint) as connection:
+        _attach(connection, payload, _SOURCE, read_only=True)
+        for number, group in enumerate(groups):
+            path = payload.with_name(f"{payload.stem}-{number:03d}.hyper")
+            whole = replace(_copy_piece(connection, path, group), unit=number)
+            count = math.ceil(_size(whole.path) / (0.8 * max_bytes))
+            rows_table = _rows_table(group)
+            if whole.path is None or rows_table is None or count <= 1 or whole.rows <= 1:
+                pieces.append(whole)
+                continue
+            whole.path.unlink()
+            shares = _shares(connection, path, group, rows_table, min(count, whole.rows))
+            pieces += [replace(share, unit=number) for share in shares]
+        _detach(connection, _SOURCE)
+    return pieces
+
+
+def _rows_table(actions: Sequence[Action]) -> str | None:
+    """The payload table holding a part's rows (the one its inserts or replace read)."""
+    names = {a.source_table for a in actions if isinstance(a, Insert | Replace)}
+    return names.pop() if len(names) == 1 else None
+
+
+def _sources(actions: Sequence[Action]) -> list[str]:
+    return list(dict.fromkeys(s for a in actions if (s := getattr(a, "source_table", None))))
+
+
+def _copy_piece(connection: Connection, path: Path, actions: Sequence[Action]) -> Piece:
+    """The payload tables `actions` read, copied into a file of their own."""
+    sources = _sources(actions)
+    if not sources:
+        return Piece(None, list(actions), 0)
+    _new_file(connection, path, _PART)
+    for name in sources:
+        connection.execute_command(
+            f"CREATE TABLE {TableName(_PART, PAYLOAD_SCHEMA, name)} AS "
+            f"(SELECT * FROM {TableName(_SOURCE, PAYLOAD_SCHEMA, name)})"
+        )
+    rows_table = _rows_table(actions) or sources[0]
+    rows = _count(connection, TableName(_PART, PAYLOAD_SCHEMA, rows_table))
+    _detach(connection, _PART)
+    return Piece(path, list(actions), rows)
+
+
+def _shares(
+    connection: Connection, path: Path, actions: Sequence[Action], rows_table: str, count: int
+) -> list[Piece]:
+    """A part's rows cut into `count` shares of equal row counts, each in a file of its own.
+
+    Any other table the part reads holds keys of a delete by key: each share gets the keys
+    of its own rows.
+    """
+    source = TableName(_SOURCE, PAYLOAD_SCHEMA, rows_table)
+    names = _column_list(connection, source)
+    connection.execute_command(
+        f"CREATE TEMPORARY TABLE {escape_name(_CHUNK)} AS (SELECT {names}, "
+        f"ROW_NUMBER() OVER () % {count} AS hyper_assets_chunk FROM {source})"
+    )
+    pieces = []
+    for share in range(count):
+        shared = path.with_name(f"{path.stem}-{share:03d}.hyper")
+        rows = TableName(_PART, PAYLOAD_SCHEMA, rows_table)
+        _new_file(connection, shared, _PART)
+        connection.execute_command(
+            f"CREATE TABLE {rows} AS (SELECT {names} FROM {escape_name(_CHUNK)} "
+            f"WHERE hyper_assets_chunk = {share})"
+        )
+        for name in _sources(actions):
+            if name != rows_table:
+                keys = _column_list(connection, TableName(_SOURCE, PAYLOAD_SCHEMA, name))
+                connection.execute_command(
+                    f"CREATE TABLE {TableName(_PART, PAYLOAD_SCHEMA, name)} AS "
+                    f"(SELECT DISTINCT {keys} FROM {rows})"
+                )
+        count_rows = _count(connection, rows)
+        _detach(connection, _PART)
+        pieces.append(
+            Piece(shared, list(actions) if share == 0 else _later_share(actions), count_rows)
+        )
+    connection.execute_command(f"DROP TABLE {escape_name(_CHUNK)}")
+    return pieces
+
+
+def _column_list(connection: Connection, table: TableName) -> str:
+    definition = connection.catalog.get_table_definition(table)
+    return ", ".join(escape_name(c.name.unescaped) for c in definition.columns)
+
+
+def _count(connection: Connection, table: TableName) -> int:
+    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))
+
+
+def _later_share(actions: Sequence[Action]) -> list[Action]:
+    """A part's actions for a share after the first: no replace, no delete of a window."""
+    later: list[Action] = []
+    for action in actions:
+        if isinstance(action, Replace):
+            later.append(Insert(**{f: getattr(action, f) for f in _ROW_FIELDS}))
+        elif not (isinstance(action, Delete) and action.source_table is None):
+            later.append(action)
+    return later
+
+
+_ROW_FIELDS = ("target_table", "target_schema", "source_schema", "source_table")
+
+
+def _size(path: Path | None) -> int:
+    return path.stat().st_size if path is not None and path.exists() else 0

@@ -38,17 +38,18 @@ from filelock import FileLock
 from tableauhyperapi import Connection, Nullability, TableName
 
 from hyper_assets.errors import (
+    PayloadTooLargeError,
     PublishError,
     TableauJobError,
     TableauJobTimeoutError,
     TableauRequestError,
 )
-from hyper_assets.outbox import Change, Outbox, write_json
+from hyper_assets.outbox import Change, Outbox, read_json, write_json
 from hyper_assets.resource import HyperResource
 from hyper_assets.tableau.actions import parse_batch
 from hyper_assets.tableau.changes import net_steps
 from hyper_assets.tableau.client import MEGABYTE, Job, TableauClient
-from hyper_assets.tableau.payload import build_parts, pack, write_batch
+from hyper_assets.tableau.payload import build_parts, pack, split_batch, write_batch
 from hyper_assets.tables import Catalog, table_label
 from hyper_assets.types import sql_name
 
@@ -69,6 +70,7 @@ class Batch:
     attempt: int = 0
     job_id: str | None = None
     done: bool = False
+    units: list[int] = field(default_factory=list)  # actions per part, in order
 
 
 @dataclass
@@ -152,15 +154,14 @@ class Publisher:
         started = time.perf_counter()
         project_id = self.client.project(self.project).id
         existing = self.client.find_datasource(self.datasource, project_id)
-        state = self._state()
+        # A full publish needs neither the state nor a plan: it replaces both, even unreadable.
+        state = None if full else self._state()
         ours = state is not None and state["target"] == self._target()
         current = ours and existing is not None and existing.id == state["datasource_id"]
-        plan = self._load_plan()
+        plan = None if full else self._load_plan()
         # An update plan goes to the data source of the publish state; a full plan names its own.
-        resume = (
-            plan is not None
-            and not full
-            and (current if plan.kind == "update" else plan.target == self._target())
+        resume = plan is not None and (
+            current if plan.kind == "update" else plan.target == self._target()
         )
         # Refuse before changing anything: an unfinished plan stays for the next run.
         if existing is not None and not ours and not full and not (resume and plan.kind == "full"):
@@ -195,11 +196,11 @@ class Publisher:
     def _state(self) -> dict[str, Any] | None:
         if not self._state_path.exists():
             return None
-        return json.loads(self._state_path.read_text())
+        return read_json(self._state_path, _parse_state, _FULL_WAY_OUT)
 
     def _load_plan(self) -> Plan | None:
         path = self._plan_dir / "plan.json"
-        return Plan.from_json(json.loads(path.read_text())) if path.exists() else None
+        return read_json(path, Plan.from_json, _FULL_WAY_OUT) if path.exists() else None
 
     def _save(self, plan: Plan) -> None:
         write_json(self._plan_dir / "plan.json", asdict(plan))
@@ -286,16 +287,18 @@ class Publisher:
         for number, group in enumerate(pack(parts, self.max_payload_bytes)):
             path = files / f"batch-{number:03d}.hyper"
             payload = write_batch(self.hyper.shared.endpoint, group, path)
-            actions = [a.to_json() for part in group for a in part.actions()]
-            if not actions:
+            sending = [p for p in group if p.actions()]
+            if not sending:
                 continue
+            actions = [a.to_json() for part in sending for a in part.actions()]
             rows = [
                 {"table": table_label(p.step.table), "action": p.step.kind, "rows": p.rows}
-                for p in group
+                for p in sending
             ]
             carried = list(dict.fromkeys(c.id for p in group for c in p.step.changes))
             name = payload.name if payload else None
-            batches.append(Batch(actions, name, rows, carried, _size(payload)))
+            units = [len(p.actions()) for p in sending]
+            batches.append(Batch(actions, name, rows, carried, _size(payload), units=units))
         return batches
 
     # --- sending a plan ------------------------------------------------------------------------
@@ -330,9 +333,15 @@ class Publisher:
         state = self._state()
         assert state is not None
         jobs = []
-        for index, batch in enumerate(plan.batches):
+        index = 0
+        while index < len(plan.batches):
+            batch = plan.batches[index]
             if batch.done:
+                index += 1
                 continue
+            if batch.job_id is None and batch.payload_bytes > self.max_payload_bytes:
+                self._split(plan, index, self.max_payload_bytes)
+                batch = plan.batches[index]
             request_id = plan.request_id(index)
             payload = self._files(plan) / batch.payload if batch.payload else None
             self.log.info(
@@ -358,6 +367,16 @@ class Publisher:
                     batch.job_id = job.id
                     self._save(plan)
                 jobs.append(self.client.wait_for_job(job.id, on_progress=self._job_progress()))
+            except PayloadTooLargeError as err:
+                # Refused before it ran: sent again as smaller batches, down to one row.
+                if self._split(plan, index, batch.payload_bytes // 2):
+                    continue
+                raise PublishError(
+                    f"The server refused batch {index + 1} of {len(plan.batches)} "
+                    f"({batch.payload_bytes} bytes) as too large, and it cannot be cut smaller "
+                    "(one row). Raise the server's update payload limit, or publish the whole "
+                    "file with full=True."
+                ) from err
             except TableauJobTimeoutError as err:
                 raise PublishError(
                     f"{err} Run the publish again: it waits for the same job (RequestID "
@@ -375,7 +394,45 @@ class Publisher:
                 ) from err
             batch.done = True
             self._save(plan)
+            index += 1
         return jobs
+
+    def _split(self, plan: Plan, index: int, max_bytes: int) -> bool:
+        """Replaces unsent batch `index` by smaller ones; False when it cannot be cut."""
+        batch = plan.batches[index]
+        payload = self._files(plan) / batch.payload if batch.payload else None
+        actions = parse_batch({"actions": batch.actions})
+        pieces = split_batch(self.hyper.shared.endpoint, payload, actions, batch.units, max_bytes)
+        pieces = [p for p in pieces if p.actions]
+        if len(pieces) <= 1:
+            for piece in pieces:
+                if piece.path is not None:
+                    piece.path.unlink()
+            return False
+        self.log.info(
+            "Cutting batch %d (%d bytes) into %d batches of at most about %d bytes",
+            index + 1,
+            batch.payload_bytes,
+            len(pieces),
+            max_bytes,
+        )
+        plan.batches[index : index + 1] = [
+            Batch(
+                [a.to_json() for a in piece.actions],
+                piece.path.name if piece.path else None,
+                [{**batch.rows[piece.unit], "rows": piece.rows}] if batch.rows else [],
+                batch.changes,
+                _size(piece.path),
+                attempt=batch.attempt + 1,  # never the RequestID the server refused
+                units=[len(piece.actions)],
+            )
+            for piece in pieces
+        ]
+        plan.payload_bytes = sum(b.payload_bytes for b in plan.batches)
+        self._save(plan)
+        if payload is not None:
+            payload.unlink()
+        return True
 
     def _known_job(self, job_id: str) -> Job | None:
         """The job `job_id`, or None when the server does not know it."""
@@ -425,6 +482,16 @@ class Publisher:
             changes=sum(len(p.changes) for p in plans),
             seconds=round(seconds, 3),
         )
+
+
+_FULL_WAY_OUT = "Publish with full=True: a whole-file publish replaces it."
+
+
+def _parse_state(body: Any) -> dict[str, Any]:
+    """The publish state: where the file was published, and the tables' shapes then."""
+    if not (isinstance(body["target"], dict) and isinstance(body["datasource_id"], str)):
+        raise TypeError("target must be an object and datasource_id a string")
+    return dict(body)
 
 
 def _forced_reason(full: bool, ours: bool, current: bool) -> str:

@@ -26,7 +26,12 @@ from tableauhyperapi import Connection, SqlType, TableDefinition, TableName, esc
 
 from hyper_assets import HyperIOManager, HyperResource
 from hyper_assets.emulator import Emulator
-from hyper_assets.errors import ConfigurationError, PublishError, TableauConnectionError
+from hyper_assets.errors import (
+    ConfigurationError,
+    CorruptFileError,
+    PublishError,
+    TableauConnectionError,
+)
 from hyper_assets.outbox import Outbox
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
@@ -372,6 +377,50 @@ def test_a_column_made_nullable_is_published_whole(setup: Setup) -> None:
     )
     setup.assert_equal()
     assert setup.publish()["publish"] == "none"
+
+
+def test_a_batch_the_server_refuses_as_too_large_is_cut_and_sent(setup: Setup) -> None:
+    """The server takes 1 MiB (the emulator fixture), the publisher plans for 50 MiB."""
+    setup.publish_options = {"max_payload_bytes": 50 * 2**20}
+    published_base(setup)
+    some_changes(setup, 1)
+    setup.world.appended = [(i, f"event number {i} " * 4) for i in range(100, 40_100)]
+    setup.write("events")
+    setup.world.rows_per_day = 40_000
+    setup.write("sales", "2024-03-02")
+    update = setup.publish()
+    assert update["publish"] == "update" and update["batches"] >= 4
+    counts = sorted((r["table"], r["action"]) for r in update["rows"] if r["rows"])
+    assert ("Extract.sales", "window") in counts and ("Extract.stock", "upsert") in counts
+    setup.assert_equal()  # the window deleted once, every share of it inserted once
+    assert not Outbox(setup.database).changes()
+
+
+def test_a_lowered_limit_cuts_the_batches_not_yet_sent(setup: Setup) -> None:
+    half_sent(setup)
+    saved = plan_batches(setup)
+    setup.publish_options = {"max_payload_bytes": 80_000}
+    resumed = setup.publish()
+    assert resumed["batches"] > len(saved)
+    setup.assert_equal()
+
+
+def test_an_unreadable_state_or_plan_is_named_and_a_full_publish_replaces_it(
+    setup: Setup,
+) -> None:
+    published_base(setup)
+    outbox = Outbox(setup.database).directory
+    unreadable = ((outbox / "published.json", "{"), (outbox / "plan" / "plan.json", "[]"))
+    for step, (path, text) in enumerate(unreadable, start=1):
+        some_changes(setup, step)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        with pytest.raises(CorruptFileError, match=rf"{path} cannot be read.*full=True"):
+            setup.publish()
+        assert path.read_text() == text and len(Outbox(setup.database).changes()) == 3
+        assert setup.publish(full=True)["publish"] == "full"
+        setup.assert_equal()
+        assert setup.publish()["publish"] == "none"
 
 
 def test_503_during_upload_and_expired_sessions_are_retried(setup: Setup) -> None:
