@@ -161,3 +161,7 @@ class TableauJobTimeoutError(TableauJobError):
 
 class PublishError(HyperAssetsError):
     """A publish could not finish; the outbox keeps every change it did not send."""
+
+
+class PublishLockedError(PublishError):
+    """Another publish of the same file held it for longer than the wait allowed."""

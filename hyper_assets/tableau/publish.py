@@ -26,20 +26,24 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from tableauhyperapi import Connection, Nullability, TableName
 
 from hyper_assets.errors import (
     PayloadTooLargeError,
     PublishError,
+    PublishLockedError,
     TableauJobError,
     TableauJobTimeoutError,
     TableauRequestError,
@@ -56,6 +60,8 @@ from hyper_assets.types import sql_name
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PAYLOAD_BYTES = 100 * MEGABYTE
+#: Longer than a publish takes within the client's default job and request timeouts.
+DEFAULT_LOCK_TIMEOUT_SECONDS = 2 * 3600.0
 
 
 @dataclass
@@ -126,12 +132,16 @@ class Publisher:
         project: str,
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
         logger: logging.Logger | logging.LoggerAdapter[Any] = log,
     ) -> None:
         self.database = Path(database).absolute()
         self.hyper, self.client, self.log = hyper, client, logger
         self.datasource, self.project = datasource, project
         self.max_payload_bytes = max_payload_bytes
+        self.lock_timeout_seconds = lock_timeout_seconds
+        self._lock_path = Path(f"{self.database}.publish.lock")
+        self._holder_path = Path(f"{self.database}.publish.holder.json")
         self.outbox = Outbox(self.database)
         self._plan_dir = self.outbox.directory / "plan"
         self._state_path = self.outbox.directory / "published.json"
@@ -146,9 +156,32 @@ class Publisher:
 
         One publish of a file runs at a time: a second waits for the first (across
         processes), then sends what is still unsent, so two runs never send a change twice.
+        It waits up to `lock_timeout_seconds`, then raises `PublishLockedError` naming the
+        process that holds the file.
         """
-        with FileLock(f"{self.database}.publish.lock"):
+        lock = FileLock(self._lock_path)
+        try:
+            lock.acquire(timeout=self.lock_timeout_seconds)
+        except Timeout as error:
+            raise self._locked() from error
+        try:
+            holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": _now()}
+            write_json(self._holder_path, holder)
             return self._publish(full)
+        finally:
+            lock.release()
+
+    def _locked(self) -> PublishLockedError:
+        try:
+            holder = json.loads(self._holder_path.read_text())
+            who = f"process {holder['pid']} on {holder['host']}, publishing since {holder['since']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            who = "a process that did not say who it is"
+        return PublishLockedError(
+            f"Another publish of {self.database} still runs after {self.lock_timeout_seconds:g} s "
+            f"of waiting: {who}. If it hangs, stop it (the next publish resumes its plan); "
+            "else wait for it, or raise lock_timeout_seconds."
+        )
 
     def _publish(self, full: bool) -> PublishResult:
         started = time.perf_counter()
@@ -492,6 +525,10 @@ def _parse_state(body: Any) -> dict[str, Any]:
     if not (isinstance(body["target"], dict) and isinstance(body["datasource_id"], str)):
         raise TypeError("target must be an object and datasource_id a string")
     return dict(body)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _forced_reason(full: bool, ours: bool, current: bool) -> str:

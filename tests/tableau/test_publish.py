@@ -30,6 +30,7 @@ from hyper_assets.errors import (
     ConfigurationError,
     CorruptFileError,
     PublishError,
+    PublishLockedError,
     TableauConnectionError,
 )
 from hyper_assets.outbox import Outbox
@@ -562,6 +563,32 @@ def test_kill_9_between_two_batches_then_a_rerun(setup: Setup) -> None:
 
     resumed = setup.publish()
     assert resumed["publish"] == "update"
+    setup.assert_equal()
+
+
+def test_a_publish_waits_for_another_only_so_long_and_names_it(setup: Setup) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    faults = setup.emulator.faults
+    faults.pause_jobs()  # the other publish hangs waiting for its job
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, setup.emulator.url, str(setup.database), TOKEN_SECRET],
+        start_new_session=True,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: plan_batches(setup) and plan_batches(setup)[0]["job_id"], "the job")
+        with setup.resources()["tableau"].client() as client:
+            publisher = Publisher(
+                setup.database, HyperResource(), client, NAME, PROJECT, lock_timeout_seconds=0.5
+            )
+            with pytest.raises(PublishLockedError, match=rf"after 0.5 s.*process {child.pid} on"):
+                publisher.publish()
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        faults.resume_jobs()
+    assert setup.publish()["publish"] == "update"
     setup.assert_equal()
 
 
