@@ -1,10 +1,11 @@
 """Apply an action batch to a target `.hyper`, reading a payload `.hyper`: all or nothing.
 
 The target is attached read-write as `target`, the payload read-only as `payload`. Every
-action is first checked against both catalogs (Hyper cannot mix DDL with DML in one
-transaction, so nothing is staged in temporary tables); then the DML runs in a single
+action is first checked against both catalogs; then the actions' DML runs in a single
 transaction with every statement checked, because Hyper aborts a transaction after a
-failed statement and a later COMMIT silently commits nothing.
+failed statement and a later COMMIT silently commits nothing. Nothing is staged in
+temporary tables: in a transaction DDL may come before DML but never after it, and an
+action's statements are DML that later actions would follow.
 """
 
 from __future__ import annotations
