@@ -3,9 +3,8 @@
 The target is attached read-write as `target`, the payload read-only as `payload`. Every
 action is first checked against both catalogs; then the actions' DML runs in a single
 transaction with every statement checked, because Hyper aborts a transaction after a
-failed statement and a later COMMIT silently commits nothing. Nothing is staged in
-temporary tables: in a transaction DDL may come before DML but never after it, and an
-action's statements are DML that later actions would follow.
+failed statement and a later COMMIT silently commits nothing. The batch needs no DDL
+(Hyper would take DDL in that transaction only before its first DML statement).
 """
 
 from __future__ import annotations
