@@ -121,7 +121,7 @@ def _finish_part(connection: Connection, step: Step, rows: TableName) -> int:
         keys = TableName(_PART, PAYLOAD_SCHEMA, keys_table(rows.name.unescaped))
         names = ", ".join(escape_name(k) for k in step.key)
         connection.execute_command(f"CREATE TABLE {keys} AS (SELECT DISTINCT {names} FROM {rows})")
-    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {rows}"))
+    return _count(connection, rows)
 
 
 def _copy_captured(connection: Connection, outbox: Outbox, step: Step, target: TableName) -> None:
@@ -159,29 +159,14 @@ def _split(connection: Connection, part: Part, max_bytes: int) -> list[Part]:
     if part.path is None or part.size <= max_bytes or part.rows <= 1:
         return [part]
     count = min(part.rows, math.ceil(part.size / (0.8 * max_bytes)))
-    _attach(connection, part.path, _PART, read_only=True)
-    source = TableName(_PART, PAYLOAD_SCHEMA, part.name)
-    definition = connection.catalog.get_table_definition(source)
-    names = ", ".join(escape_name(c.name.unescaped) for c in definition.columns)
-    connection.execute_command(
-        f"CREATE TEMPORARY TABLE {escape_name(_CHUNK)} AS (SELECT {names}, "
-        f"ROW_NUMBER() OVER () % {count} AS hyper_assets_chunk FROM {source})"
-    )
-    _detach(connection, _PART)
-    pieces: list[Part] = []
-    for number in range(count):
-        path = part.path.with_name(f"{part.path.stem}-{number:03d}.hyper")
-        _new_file(connection, path, _PART)
-        target = TableName(_PART, PAYLOAD_SCHEMA, part.name)
-        connection.execute_command(
-            f"CREATE TABLE {target} AS (SELECT {names} FROM {escape_name(_CHUNK)} "
-            f"WHERE hyper_assets_chunk = {number})"
-        )
-        rows = _finish_part(connection, part.step, target)
-        _detach(connection, _PART)
-        pieces.append(replace(part, path=path, rows=rows, first=part.first and number == 0))
-    connection.execute_command(f"DROP TABLE {escape_name(_CHUNK)}")
+    _attach(connection, part.path, _SOURCE, read_only=True)
+    shares = _shares(connection, part.path, part.tables, count)
+    _detach(connection, _SOURCE)
     part.path.unlink()
+    pieces = [
+        replace(part, path=path, rows=rows, first=part.first and number == 0)
+        for number, (path, rows) in enumerate(shares)
+    ]
     return [smaller for piece in pieces for smaller in _split(connection, piece, max_bytes)]
 
 
@@ -265,8 +250,12 @@ def split_batch(
                 pieces.append(whole)
                 continue
             whole.path.unlink()
-            shares = _shares(connection, path, group, rows_table, min(count, whole.rows))
-            pieces += [replace(share, unit=number) for share in shares]
+            tables = [rows_table, *(t for t in _sources(group) if t != rows_table)]
+            shares = _shares(connection, path, tables, min(count, whole.rows))
+            pieces += [
+                Piece(shared, group if n == 0 else _later_share(group), rows, number)
+                for n, (shared, rows) in enumerate(shares)
+            ]
         _detach(connection, _SOURCE)
     return pieces
 
@@ -299,42 +288,38 @@ def _copy_piece(connection: Connection, path: Path, actions: Sequence[Action]) -
 
 
 def _shares(
-    connection: Connection, path: Path, actions: Sequence[Action], rows_table: str, count: int
-) -> list[Piece]:
-    """A part's rows cut into `count` shares of equal row counts, each in a file of its own.
+    connection: Connection, path: Path, tables: Sequence[str], count: int
+) -> list[tuple[Path, int]]:
+    """The rows of payload table `tables[0]` (attached as `_SOURCE`) cut into `count` files.
 
-    Any other table the part reads holds keys of a delete by key: each share gets the keys
-    of its own rows.
+    Shares have equal row counts. Every other table is a delete's keys: each file gets
+    the keys of its own rows. Returns each file and its row count.
     """
-    source = TableName(_SOURCE, PAYLOAD_SCHEMA, rows_table)
+    source = TableName(_SOURCE, PAYLOAD_SCHEMA, tables[0])
     names = _column_list(connection, source)
     connection.execute_command(
         f"CREATE TEMPORARY TABLE {escape_name(_CHUNK)} AS (SELECT {names}, "
         f"ROW_NUMBER() OVER () % {count} AS hyper_assets_chunk FROM {source})"
     )
-    pieces = []
+    shares = []
     for share in range(count):
         shared = path.with_name(f"{path.stem}-{share:03d}.hyper")
-        rows = TableName(_PART, PAYLOAD_SCHEMA, rows_table)
+        rows = TableName(_PART, PAYLOAD_SCHEMA, tables[0])
         _new_file(connection, shared, _PART)
         connection.execute_command(
             f"CREATE TABLE {rows} AS (SELECT {names} FROM {escape_name(_CHUNK)} "
             f"WHERE hyper_assets_chunk = {share})"
         )
-        for name in _sources(actions):
-            if name != rows_table:
-                keys = _column_list(connection, TableName(_SOURCE, PAYLOAD_SCHEMA, name))
-                connection.execute_command(
-                    f"CREATE TABLE {TableName(_PART, PAYLOAD_SCHEMA, name)} AS "
-                    f"(SELECT DISTINCT {keys} FROM {rows})"
-                )
-        count_rows = _count(connection, rows)
+        for name in tables[1:]:
+            keys = _column_list(connection, TableName(_SOURCE, PAYLOAD_SCHEMA, name))
+            connection.execute_command(
+                f"CREATE TABLE {TableName(_PART, PAYLOAD_SCHEMA, name)} AS "
+                f"(SELECT DISTINCT {keys} FROM {rows})"
+            )
+        shares.append((shared, _count(connection, rows)))
         _detach(connection, _PART)
-        pieces.append(
-            Piece(shared, list(actions) if share == 0 else _later_share(actions), count_rows)
-        )
     connection.execute_command(f"DROP TABLE {escape_name(_CHUNK)}")
-    return pieces
+    return shares
 
 
 def _column_list(connection: Connection, table: TableName) -> str:
