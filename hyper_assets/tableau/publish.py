@@ -77,6 +77,7 @@ class Batch:
     job_id: str | None = None
     done: bool = False
     units: list[int] = field(default_factory=list)  # actions per part, in order
+    requested: bool = False  # sent in this attempt: maybe applied, so never cut
 
 
 @dataclass
@@ -372,7 +373,7 @@ class Publisher:
             if batch.done:
                 index += 1
                 continue
-            if batch.job_id is None and batch.payload_bytes > self.max_payload_bytes:
+            if not batch.requested and batch.payload_bytes > self.max_payload_bytes:
                 self._split(plan, index, self.max_payload_bytes)
                 batch = plan.batches[index]
             request_id = plan.request_id(index)
@@ -390,6 +391,8 @@ class Publisher:
                 # forgets a RequestID after 24 hours, but not the job.
                 job = self._known_job(batch.job_id) if batch.job_id else None
                 if job is None:
+                    batch.requested = True
+                    self._save(plan)
                     job = self.client.update_data(
                         state["datasource_id"],
                         parse_batch({"actions": batch.actions}),
@@ -417,7 +420,7 @@ class Publisher:
                 ) from err
             except TableauJobError as err:
                 batch.attempt += 1
-                batch.job_id = None
+                batch.job_id, batch.requested = None, False
                 self._save(plan)
                 raise PublishError(
                     f"Batch {index + 1} of {len(plan.batches)} failed on the server, which left "

@@ -447,6 +447,21 @@ def test_a_dropped_reply_after_the_patch_was_accepted_then_a_rerun(setup: Setup)
     setup.assert_equal()  # the append arrived once: the server ran the RequestID once
 
 
+def test_a_batch_maybe_applied_is_sent_again_whole_after_the_limit_was_lowered(
+    setup: Setup,
+) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    setup.emulator.faults.drop_after_accept("PATCH", r"/data$", count=10)
+    with pytest.raises(TableauConnectionError):
+        setup.publish()
+    setup.emulator.faults.clear()
+    (sent,) = plan_batches(setup)
+    setup.publish_options = {"max_payload_bytes": sent["payload_bytes"] // 4}
+    assert setup.publish()["batches"] == 1  # cut, it would go out under new RequestIDs
+    setup.assert_equal()  # the append arrived once
+
+
 def test_a_job_that_outlived_the_wait_is_waited_for_after_its_request_id_expired(
     setup: Setup,
 ) -> None:
