@@ -87,11 +87,15 @@ class SharedHyper:
 
 
 def _answers(process: HyperProcess) -> bool:
-    """Whether the hyperd accepts a connection (about a millisecond when it does)."""
+    """False when nothing accepts a connection at the hyperd's endpoint any more.
+
+    About a millisecond when it does. Any other failure leaves it to the caller's own
+    connection to report.
+    """
     try:
         Connection(process.endpoint).close()
-    except HyperException:
-        return False
+    except HyperException as error:
+        return "Could not connect to the Hyper server" not in str(error)
     return True
 
 
