@@ -5,8 +5,8 @@ A publish makes a plan while holding the database's lock, saves it in
 
 - a *full* plan holds a copy of the file, published with overwrite. It is made for the
   first publish, when asked, when the data source is gone from the server, when a table
-  was added or changed its shape (columns, types, nullability, collations, keys), and
-  when a crash left an append whose outcome cannot be told;
+  was added or dropped or changed its shape (columns, types, nullability, collations,
+  keys), and when a crash left an append whose outcome cannot be told;
 - an *update* plan holds batches, each a payload file and its actions, which the server
   applies atomically, in order (`hyper_assets.tableau.changes` says which actions).
 
@@ -561,7 +561,8 @@ def _shape_reason(
             return f"table {label} is new"
         if published[label] != shape:
             return f"table {label} changed its columns, nullability or keys"
-    return ""
+    dropped = [label for label in published if label not in fingerprint]
+    return f"table {dropped[0]} was dropped" if dropped else ""
 
 
 def _tables(connection: Connection) -> list[TableName]:

@@ -424,6 +424,15 @@ def test_an_unreadable_state_or_plan_is_named_and_a_full_publish_replaces_it(
         assert setup.publish()["publish"] == "none"
 
 
+def test_a_table_dropped_from_the_file_is_published_whole(setup: Setup) -> None:
+    published_base(setup)
+    with Connection(setup.hyper.endpoint, setup.database) as connection:
+        connection.execute_command('DROP TABLE "Extract"."events"')
+    dropped = setup.publish()
+    assert (dropped["publish"], dropped["reason"]) == ("full", "table Extract.events was dropped")
+    setup.assert_equal()
+
+
 def test_503_during_upload_and_expired_sessions_are_retried(setup: Setup) -> None:
     published_base(setup)
     some_changes(setup, 1)
