@@ -30,7 +30,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
-from hyper_assets.errors import DatabaseLockedError
+from hyper_assets.errors import CompactionError, DatabaseLockedError
 from hyper_assets.outbox import fsync_path
 from hyper_assets.resource import HyperResource, is_locked_error
 
@@ -68,16 +68,17 @@ def compact(
     file, flushed to disk, then replaces it atomically; it needs up to twice the file's
     size of free disk meanwhile. On any failure (or a crash) the original is untouched; a
     copy left by a crash is removed by the next compaction. Raises `DatabaseLockedError`
-    when another program keeps the file open, `TableNotFoundError` when it is missing.
+    when another program keeps the file open, `TableNotFoundError` when it is missing,
+    `CompactionError` when Hyper fails otherwise (a full disk, say).
     """
     path = Path(database).absolute()
     copies = [path.with_name(f"{path.name}.compacting{n}") for n in (1, 2)]
     started = time.perf_counter()
     with hyper.lock(path):
-        with hyper.open(path, create=False) as connection:  # waits for other programs
-            version = file_version(connection, path)
-        before = path.stat().st_size
+        before = path.stat().st_size if path.exists() else 0
         try:
+            with hyper.open(path, create=False) as connection:  # waits for other programs
+                version = file_version(connection, path)
             for copy in copies:
                 copy.unlink(missing_ok=True)
             _copy(hyper, path, copies[0], version)
@@ -96,7 +97,11 @@ def compact(
                     "process) during its compaction, which was abandoned: the file is "
                     "unchanged. Close it there and compact again."
                 ) from error
-            raise
+            raise CompactionError(
+                f"Compacting {path} failed in Hyper: {error.main_message or error}; the "
+                "compaction was abandoned and the file is unchanged. If the disk is full, "
+                f"free {2 * before} bytes (twice the file) beside it and compact again."
+            ) from error
         finally:
             for copy in copies:
                 copy.unlink(missing_ok=True)
@@ -116,8 +121,11 @@ def _copy(hyper: HyperResource, source: Path, target: Path, version: int) -> Non
 def _reload_tables(hyper: HyperResource, copy: Path, original: Path) -> None:
     """Empties every table of `copy` and loads it again from `original`, densely."""
     with Connection(hyper.shared.endpoint) as connection:
-        for path, alias in ((copy, "compacted"), (original, "original")):
-            connection.execute_command(f"ATTACH DATABASE {escape_name(str(path))} AS {alias}")
+        connection.execute_command(f"ATTACH DATABASE {escape_name(str(copy))} AS compacted")
+        connection.execute_command(
+            f"ATTACH DATABASE {escape_name(str(original))} AS original "
+            "WITH (access_mode = readonly)"
+        )
         for schema in connection.catalog.get_schema_names("compacted"):
             for table in connection.catalog.get_table_names(schema):
                 source = TableName("original", table.schema_name.name, table.name)

@@ -45,6 +45,14 @@ class StagingNotSharedError(ConfigurationError):
     """Spark staged rows where this process cannot read them (a remote cluster's disk)."""
 
 
+class CompactionError(HyperAssetsError):
+    """Hyper failed while compacting a `.hyper` file (a full disk, say); the file is unchanged."""
+
+
+class CorruptFileError(HyperAssetsError):
+    """A file kept beside a `.hyper` (outbox record, publish plan or state) cannot be read."""
+
+
 # --- Action batches and the Tableau REST emulator --------------------------------------
 
 
@@ -153,3 +161,7 @@ class TableauJobTimeoutError(TableauJobError):
 
 class PublishError(HyperAssetsError):
     """A publish could not finish; the outbox keeps every change it did not send."""
+
+
+class PublishLockedError(PublishError):
+    """Another publish of the same file held it for longer than the wait allowed."""

@@ -1,7 +1,8 @@
 """The ingest engine: bulk-load staged files into one table of an open `.hyper`.
 
-Each write is one of four modes, each done in as few transactions as Hyper allows
-(a transaction may not mix DDL and DML, and a failed statement aborts it):
+Each write is one of four modes, each done in as few transactions as Hyper allows (in a
+transaction, DDL may come before DML, as in CREATE TABLE + INSERT, but no DDL may follow
+DML; and a failed statement aborts the transaction):
 
 - `replace`: full refresh. Same columns: TRUNCATE + INSERT in one transaction. New
   columns: load a new table, then DROP + RENAME in one DDL transaction.

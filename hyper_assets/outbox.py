@@ -23,19 +23,22 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from tableauhyperapi import Connection, TableName, escape_name
 
+from hyper_assets.errors import CorruptFileError
 from hyper_assets.ingest import Write, source_sql
 from hyper_assets.partitions import Window
 from hyper_assets.staging import staged_row_count
 from hyper_assets.tables import Catalog
 
 ChangeKind = Literal["replace", "partition", "append", "upsert"]
+T = TypeVar("T")
 
 #: The table inside `<seq>.hyper` that holds captured rows or keys.
 CAPTURED = TableName("public", "captured")
@@ -85,6 +88,27 @@ class Change:
             rows_before=body["rows_before"],
             uncertain=body["uncertain"],
         )
+
+
+def read_json(path: Path, parse: Callable[[Any], T], way_out: str) -> T:
+    """`parse` of the JSON in `path`; a file that does not parse is a `CorruptFileError`."""
+    try:
+        return parse(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise CorruptFileError(
+            f"{path} cannot be read ({type(error).__name__}: {error}); nothing was changed. "
+            f"{way_out}"
+        ) from error
+
+
+#: What to do about the outbox's `state.json` when it cannot be read.
+STATE_WAY_OUT = "Delete it and publish with full=True: that publish starts recording changes again."
+
+#: What to do about a change record that cannot be read.
+RECORD_WAY_OUT = (
+    "Move it out of the outbox and publish with full=True: a whole-file publish makes the "
+    "data source equal to the file without the outbox's records."
+)
 
 
 def write_json(path: Path, body: object) -> None:
@@ -137,14 +161,16 @@ class Outbox:
 
     def changes(self) -> list[Change]:
         """The committed changes, oldest first."""
-        return [Change.from_json(json.loads(p.read_text())) for p in self._committed()]
+        return [read_json(p, Change.from_json, RECORD_WAY_OUT) for p in self._committed()]
 
     def oldest_change_at(self) -> datetime | None:
         """When the oldest change still to be sent was recorded; None when all were sent."""
         paths = self._committed()
         if not paths:
             return None
-        return datetime.fromisoformat(json.loads(paths[0].read_text())["recorded_at"])
+        return read_json(
+            paths[0], lambda record: datetime.fromisoformat(record["recorded_at"]), RECORD_WAY_OUT
+        )
 
     def record(self, connection: Connection, write: Write, files: list[Path]) -> Change | None:
         """Before `write` runs: its pending record, and the rows or keys it must keep.
@@ -153,7 +179,7 @@ class Outbox:
         """
         if not self.tracking or (write.mode in ("append", "upsert") and not files):
             return None
-        seq = json.loads(self._state.read_text())["next_seq"]
+        seq = read_json(self._state, lambda body: int(body["next_seq"]), STATE_WAY_OUT)
         write_json(self._state, {"next_seq": seq + 1})
         change = Change(seq, write.mode, write.table, window=write.window)
         captured = None
@@ -191,7 +217,7 @@ class Outbox:
     def settle(self, connection: Connection) -> None:
         """Commits or drops the pending records a crash or an error left behind."""
         for path in sorted(self.directory.glob("*.pending.json")) if self.tracking else []:
-            change = Change.from_json(json.loads(path.read_text()))
+            change = read_json(path, Change.from_json, RECORD_WAY_OUT)
             if change.kind == "append":
                 count = _count(connection, change.table)
                 if count == change.rows_before:

@@ -7,13 +7,17 @@ written once. Resources with the same settings share one hyperd per Python proce
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import threading
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tableauhyperapi import Endpoint, HyperProcess, Telemetry
+from tableauhyperapi import Connection, Endpoint, HyperException, HyperProcess, Telemetry
+
+log = logging.getLogger(__name__)
 
 
 def default_log_dir() -> Path:
@@ -49,7 +53,11 @@ def start_hyper(settings: HyperSettings) -> HyperProcess:
 
 
 class SharedHyper:
-    """One lazily started `hyperd`, shut down by `close()`; safe to share across threads."""
+    """One lazily started `hyperd`, shut down by `close()`; safe to share across threads.
+
+    A hyperd that died (a crash, a kill) is noticed on the next use and replaced by a new
+    one: connections opened before are lost, files stay as their last close left them.
+    """
 
     def __init__(self, settings: HyperSettings | None = None) -> None:
         self.settings = settings or HyperSettings()
@@ -59,6 +67,10 @@ class SharedHyper:
     @property
     def process(self) -> HyperProcess:
         with self._lock:
+            if self._process is not None and self._process.is_open and not _answers(self._process):
+                log.warning("hyperd at %s died; starting a new one", self._process.endpoint)
+                with suppress(HyperException):
+                    self._process.close()
             if self._process is None or not self._process.is_open:
                 self._process = start_hyper(self.settings)
             return self._process
@@ -72,6 +84,19 @@ class SharedHyper:
             if self._process is not None and self._process.is_open:
                 self._process.close()
             self._process = None
+
+
+def _answers(process: HyperProcess) -> bool:
+    """False when nothing accepts a connection at the hyperd's endpoint any more.
+
+    About a millisecond when it does. Any other failure leaves it to the caller's own
+    connection to report.
+    """
+    try:
+        Connection(process.endpoint).close()
+    except HyperException as error:
+        return "Could not connect to the Hyper server" not in str(error)
+    return True
 
 
 _shared: dict[HyperSettings, tuple[SharedHyper, int]] = {}

@@ -194,7 +194,6 @@ _ARROW_PLAIN: dict[pa.DataType, SqlType] = {
     pa.string(): SqlType.text(),
     pa.large_string(): SqlType.text(),
     pa.string_view(): SqlType.text(),
-    pa.null(): SqlType.text(),
     pa.binary(): SqlType.bytes(),
     pa.large_binary(): SqlType.bytes(),
     pa.date32(): SqlType.date(),
@@ -216,6 +215,14 @@ def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
     if pa.types.is_timestamp(t):
         sql_type = SqlType.timestamp_tz() if t.tz else SqlType.timestamp()
         return Column(field.name, sql_type, field.nullable)
+    if pa.types.is_null(t):
+        raise _unsupported(
+            table,
+            field.name,
+            "null (a column without a value type)",
+            "Hyper cannot read it from Parquet. Give it the type its values will have, "
+            "e.g. pa.nulls(n, pa.string()) or table.cast(schema).",
+        )
     if pa.types.is_decimal(t) and t.precision <= 38:
         sql_type = _decimal(table, field.name, t.precision, t.scale, version, str(t))
         return Column(field.name, sql_type, field.nullable)

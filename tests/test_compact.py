@@ -20,8 +20,9 @@ import pytest
 from tableauhyperapi import Connection, CreateMode, HyperException, escape_name
 
 from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource
-from hyper_assets.compaction import compact, file_version
+from hyper_assets.compaction import _reload_tables, compact, file_version
 from hyper_assets.emulator import Emulator
+from hyper_assets.errors import CompactionError
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
@@ -246,12 +247,30 @@ def test_a_failed_copy_leaves_the_original(hyper, tmp_path):
     # opening it and reading its version work, Hyper's CREATE DATABASE ... FROM fails.
     with (
         Connection(resource.shared.endpoint, str(database)),
-        pytest.raises(HyperException, match="could not be created"),
+        pytest.raises(CompactionError, match=r"could not be created.*the file is unchanged") as err,
     ):
         compact(resource, database)
+    assert str(database) in str(err.value) and isinstance(err.value.__cause__, HyperException)
     resource.close()
     assert digest(database) == before
     assert [p.name for p in tmp_path.iterdir() if "compacting" in p.name] == []
+
+
+def test_rows_are_reloaded_from_the_original_attached_read_only(hyper, tmp_path):
+    """Read-write, the attach would fail while another process reads the file."""
+    database = filled(hyper, tmp_path / "original.hyper", 10_000)
+    before = digest(database)
+    copy = tmp_path / "copy.hyper"
+    shutil.copyfile(database, copy)
+    resource = HyperResource(log_dir=str(tmp_path / "logs"))  # a hyperd of its own
+    with Connection(hyper.endpoint) as reader:
+        reader.execute_command(
+            f"ATTACH DATABASE {escape_name(str(database))} AS r WITH (access_mode = readonly)"
+        )
+        _reload_tables(resource, copy, database)
+    resource.close()
+    assert digest(database) == before
+    assert_same_tables(hyper, database, copy)
 
 
 COMPACT_SCRIPT = """

@@ -14,6 +14,7 @@ from dagster import asset, materialize
 from tableauhyperapi import TableName
 
 from hyper_assets import HyperIOManager, SchemaMismatchError
+from hyper_assets.errors import CorruptFileError
 from hyper_assets.ingest import Write, write_table
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.staging import stage_arrow
@@ -122,3 +123,33 @@ def test_an_append_whose_outcome_cannot_be_told_is_uncertain(
         connection.execute_command(f"DELETE FROM {EVENTS} WHERE id = 1")  # someone else's edit
     (change,) = settle(io_manager).changes()
     assert change.uncertain  # the next publish sends the whole file
+
+
+def test_unreadable_records_are_named_errors_that_change_nothing(
+    io_manager: HyperIOManager, tmp_path
+) -> None:
+    write(io_manager, rows(1))
+    outbox = Outbox(io_manager.database)
+    outbox.start_tracking()
+    write(io_manager, rows(2))
+    (record,) = outbox.directory.glob("*[0-9].json")
+    record.write_text('{"seq": 1, "kind": "append"')  # cut short by a full disk
+    with pytest.raises(CorruptFileError, match=rf"{record}.*publish with full=True"):
+        outbox.changes()
+    crash_after_write(io_manager, rows(3), tmp_path)
+    (pending,) = outbox.directory.glob("*.pending.json")
+    pending.write_text("[]")
+    with pytest.raises(CorruptFileError, match=rf"{pending} cannot be read.*nothing was changed"):
+        write(io_manager, rows(4))  # the next write settles records first
+    assert pending.read_text() == "[]" and record.exists()
+    assert captured_ids(io_manager) == [1, 2, 3]
+    (outbox.directory / "state.json").write_text("")
+    with pytest.raises(CorruptFileError, match=r"state.json.*Delete it and publish"):
+        pending.unlink()
+        write(io_manager, rows(4))
+    assert captured_ids(io_manager) == [1, 2, 3]
+
+
+def captured_ids(io_manager: HyperIOManager) -> list[int]:
+    with io_manager.hyper.open(io_manager.database, create=False) as connection:
+        return sorted(r[0] for r in connection.execute_list_query(f"SELECT id FROM {EVENTS}"))

@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import crash_hyperd
 from tableauhyperapi import Connection, CreateMode, HyperProcess, Telemetry
 
 from hyper_assets import DatabaseLockedError, HyperResource, TableNotFoundError
@@ -117,3 +118,17 @@ def test_resources_with_equal_settings_share_one_hyperd(tmp_path: Path):
         assert not process.is_open
     finally:
         other.close()
+
+
+def test_a_hyperd_that_died_is_replaced_on_the_next_use(tmp_path: Path) -> None:
+    resource = HyperResource(log_dir=str(tmp_path / "logs"))  # settings of its own
+    database = tmp_path / "kept.hyper"
+    try:
+        with resource.connect(database) as connection:
+            connection.execute_command("CREATE TABLE t (n INT)")
+            connection.execute_command("INSERT INTO t VALUES (1)")
+        crash_hyperd(resource.shared, tmp_path / "scratch.hyper")
+        with resource.connect(database) as connection:
+            assert connection.execute_list_query("SELECT n FROM t") == [[1]]
+    finally:
+        resource.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from dagster import AssetIn, asset, materialize
 from helpers import query
@@ -157,3 +158,17 @@ def test_arrow_mapping_table():
     assert [c.sql for c in cols] == ["INTEGER", "TIMESTAMP", "TIMESTAMPTZ", "TEXT", "TEXT"]
     with pytest.raises(UnsupportedTypeError, match="'l'"):
         columns_from_arrow(pa.schema([("l", pa.list_(pa.int8()))]), "t", version=2)
+
+
+def test_an_arrow_null_column_is_refused_before_anything_is_written(tmp_path: Path):
+    rows = {"id": pa.array([1, 2], pa.int64())}
+
+    @asset
+    def nulls() -> pa.Table:
+        return pa.table({**rows, "nothing": pa.nulls(2)})
+
+    database = tmp_path / "nulls.hyper"
+    io = HyperIOManager(database=str(database), hyper=HyperResource(log_dir=str(tmp_path)))
+    with pytest.raises(UnsupportedTypeError, match=r"'nothing' of Extract.nulls has type null"):
+        materialize([nulls], resources={"io_manager": io})
+    assert not database.exists()

@@ -1,14 +1,15 @@
 """Apply an action batch to a target `.hyper`, reading a payload `.hyper`: all or nothing.
 
 The target is attached read-write as `target`, the payload read-only as `payload`. Every
-action is first checked against both catalogs (Hyper cannot mix DDL with DML in one
-transaction, so nothing is staged in temporary tables); then the DML runs in a single
+action is first checked against both catalogs; then the actions' DML runs in a single
 transaction with every statement checked, because Hyper aborts a transaction after a
-failed statement and a later COMMIT silently commits nothing.
+failed statement and a later COMMIT silently commits nothing. The batch needs no DDL
+(Hyper would take DDL in that transaction only before its first DML statement).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -140,6 +141,11 @@ class _Catalog:
                     name.name.unescaped: connection.catalog.get_table_definition(name)
                     for name in names
                 }
+        self.primary_keys = _primary_keys(connection, database)
+
+    def primary_key(self, table: TableDefinition) -> tuple[str, ...]:
+        name = table.table_name
+        return self.primary_keys.get((name.schema_name.name.unescaped, name.name.unescaped), ())
 
     def table(self, schema: str | None, table: str) -> TableDefinition:
         """Find `schema.table`; with no schema, the single schema that holds tables."""
@@ -162,6 +168,25 @@ class _Catalog:
                 f"tables there: {known or 'none'}."
             )
         return tables[table]
+
+
+def _primary_keys(connection: Connection, database: str) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(schema, table) -> the columns of its ASSUMED PRIMARY KEY, for every table that has one."""
+    catalog = f"{escape_name(database)}.pg_catalog"
+    rows = connection.execute_list_query(
+        f"SELECT ns.nspname, cl.relname, a.attname, a.attnum, CAST(con.conkey AS TEXT) "
+        f"FROM {catalog}.pg_constraint con "
+        f"JOIN {catalog}.pg_class cl ON cl.oid = con.conrelid "
+        f"JOIN {catalog}.pg_namespace ns ON ns.oid = cl.relnamespace "
+        f"JOIN {catalog}.pg_attribute a ON a.attrelid = con.conrelid "
+        "WHERE con.contype = 'p'"
+    )
+    names: dict[tuple[str, str], dict[int, str]] = {}
+    order: dict[tuple[str, str], list[int]] = {}
+    for schema, table, column, number, key in rows:
+        names.setdefault((schema, table), {})[int(number)] = column
+        order[(schema, table)] = json.loads(key)
+    return {table: tuple(names[table][n] for n in order[table]) for table in order}
 
 
 def _columns(table: TableDefinition) -> dict[str, SqlType]:
@@ -200,14 +225,15 @@ def _plan(action: Action, target_catalog: _Catalog, payload: _Catalog | None) ->
     if isinstance(action, Replace):
         _check_same_columns(target, source)
         return [f"DELETE FROM {target.table_name}", _insert_sql(target, source, _columns(source))]
+    key = target_catalog.primary_key(target)
     if isinstance(action, Update):
-        return [_update_sql(target, source, condition)]
+        return _update_sql(target, source, condition, key)
     if isinstance(action, Upsert):
         insert_columns = _insert_columns(target, source, condition)
         matched = _sql(condition, target, source)
         where = f"NOT EXISTS (SELECT 1 FROM {target.table_name} AS {T} WHERE {matched})"
         return [
-            _update_sql(target, source, condition),
+            *_update_sql(target, source, condition, key),
             _insert_sql(target, source, insert_columns, where),
         ]
     assert isinstance(action, Delete)
@@ -304,15 +330,51 @@ def _insert_sql(
     )
 
 
-def _update_sql(target: TableDefinition, source: TableDefinition, condition: Condition) -> str:
-    columns = _settable_columns(target, source, condition)
-    if not columns:
+def _update_sql(
+    target: TableDefinition,
+    source: TableDefinition,
+    condition: Condition,
+    primary_key: Sequence[str],
+) -> list[str]:
+    """The UPDATE that SETs the source's columns but those the condition makes equal.
+
+    Never SETs those (there is nothing to change): SET of a column of a composite
+    ASSUMED PRIMARY KEY kills hyperd 0.0.26963 (SIGSEGV), so an update that would change
+    one is refused. An update with only such columns to set is no statement at all.
+    """
+    settable = _settable_columns(target, source, condition)
+    if not settable:
         raise _Refused(f"the source {_show(source)} has no column of {_show(target)} to set.")
+    pinned = _pinned_columns(condition)
+    columns = [c for c in settable if c not in pinned]
+    keys = [c for c in columns if c in primary_key] if len(primary_key) > 1 else []
+    if keys:
+        raise _Refused(
+            f"it would set {', '.join(keys)} of the primary key ({', '.join(primary_key)}) of "
+            f"{_show(target)}, which this server cannot do; delete the rows and insert them "
+            "with their new key instead."
+        )
+    if not columns:
+        return []
     assignments = ", ".join(f"{escape_name(c)} = {S}.{escape_name(c)}" for c in columns)
-    return (
+    return [
         f"UPDATE {target.table_name} AS {T} SET {assignments} "
         f"FROM {source.table_name} AS {S} WHERE {_sql(condition, target, source)}"
-    )
+    ]
+
+
+def _pinned_columns(condition: Condition) -> set[str]:
+    """Target columns the condition requires to equal the source column of the same name."""
+    if isinstance(condition, And):
+        return set().union(*(_pinned_columns(arg) for arg in condition.args))
+    if (
+        isinstance(condition, Predicate)
+        and condition.op in ("eq", "is")
+        and condition.target_col is not None
+        and condition.target_col == condition.source_col
+    ):
+        return {condition.target_col}
+    return set()
 
 
 def _delete_sql(

@@ -6,7 +6,9 @@ Per table, in the order tables were first changed:
 - partition windows become `delete` of the window + `insert` of its current rows, once
   per window (a window inside another one written since the last publish is dropped);
 - appends become one `insert` of the captured rows;
-- upserts become one `upsert`, on the key, of the table's current rows for the keys.
+- upserts become, as the local write does them, one `delete` of the upserted keys and
+  one `insert` of the table's current rows for those keys (an `upsert` would have the
+  server's Hyper SET key columns, which kills hyperd for a composite key).
 
 Sending current rows makes a change that is sent twice, or whose write failed after it
 was recorded, harmless: the server ends up with what the local file holds.
@@ -35,7 +37,6 @@ from hyper_assets.tableau.actions import (
     Lt,
     Or,
     Replace,
-    Upsert,
 )
 
 StepKind = Literal["replace", "window", "insert", "upsert"]
@@ -137,11 +138,17 @@ def _key_const(value: str, sql_type: SqlType) -> Const | None:
     return None
 
 
+def keys_table(source: str) -> str:
+    """The payload table beside `source` that holds an upsert part's keys."""
+    return f"{source}_keys"
+
+
 def step_actions(step: Step, source: str | None, first: bool) -> list[Action]:
     """The actions for one payload table `source` of `step` (None: the step has no rows).
 
-    A step split over several payloads sends its delete or replace with the first part
-    only; the other parts insert (or upsert) their rows.
+    A step split over several payloads sends its window's delete or its replace with the
+    first part only; the other parts insert their rows. An upsert part deletes its own
+    keys (payload table `keys_table(source)`) before inserting its rows.
     """
     target = {
         "target_schema": step.table.schema_name.name.unescaped,
@@ -158,7 +165,8 @@ def step_actions(step: Step, source: str | None, first: bool) -> list[Action]:
         actions.append(Replace(**rows))
     elif step.kind == "upsert":
         match = And([Eq(k, source_col=k) for k in step.key])
-        actions.append(Upsert(**rows, condition=match))
+        keys = {"source_schema": PAYLOAD_SCHEMA, "source_table": keys_table(source)}
+        actions += [Delete(**target, **keys, condition=match), Insert(**rows)]
     else:
         actions.append(Insert(**rows))
     return actions

@@ -16,8 +16,8 @@ from pathlib import Path
 from tableauhyperapi import Connection, Endpoint, TableName, escape_name
 
 from hyper_assets.outbox import CAPTURED, Outbox
-from hyper_assets.tableau.actions import Action
-from hyper_assets.tableau.changes import PAYLOAD_SCHEMA, Step, step_actions
+from hyper_assets.tableau.actions import Action, Delete, Insert, Replace
+from hyper_assets.tableau.changes import PAYLOAD_SCHEMA, Step, keys_table, step_actions
 
 _LOCAL, _PART, _SOURCE = "local", "part", "source"
 _CHUNK = "hyper_assets_chunk"
@@ -36,6 +36,11 @@ class Part:
     @property
     def size(self) -> int:
         return self.path.stat().st_size if self.path else 0
+
+    @property
+    def tables(self) -> list[str]:
+        """The payload tables in the file: the rows, and an upsert's keys."""
+        return [self.name, keys_table(self.name)] if self.step.kind == "upsert" else [self.name]
 
     def actions(self) -> list[Action]:
         return step_actions(self.step, self.name if self.path else None, self.first)
@@ -102,12 +107,21 @@ def _step_part(
     else:
         where = f" WHERE {step.window.sql}" if step.window else ""
         connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {local}{where})")
-    rows = int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {target}"))
+    rows = _finish_part(connection, step, target)
     _detach(connection, _PART)
     if rows == 0 and step.kind != "replace":
         path.unlink()
         return Part(step, name, None, 0)
     return Part(step, name, path, rows)
+
+
+def _finish_part(connection: Connection, step: Step, rows: TableName) -> int:
+    """Adds an upsert's keys table beside its rows; returns the row count."""
+    if step.kind == "upsert":
+        keys = TableName(_PART, PAYLOAD_SCHEMA, keys_table(rows.name.unescaped))
+        names = ", ".join(escape_name(k) for k in step.key)
+        connection.execute_command(f"CREATE TABLE {keys} AS (SELECT DISTINCT {names} FROM {rows})")
+    return _count(connection, rows)
 
 
 def _copy_captured(connection: Connection, outbox: Outbox, step: Step, target: TableName) -> None:
@@ -145,29 +159,14 @@ def _split(connection: Connection, part: Part, max_bytes: int) -> list[Part]:
     if part.path is None or part.size <= max_bytes or part.rows <= 1:
         return [part]
     count = min(part.rows, math.ceil(part.size / (0.8 * max_bytes)))
-    _attach(connection, part.path, _PART, read_only=True)
-    source = TableName(_PART, PAYLOAD_SCHEMA, part.name)
-    definition = connection.catalog.get_table_definition(source)
-    names = ", ".join(escape_name(c.name.unescaped) for c in definition.columns)
-    connection.execute_command(
-        f"CREATE TEMPORARY TABLE {escape_name(_CHUNK)} AS (SELECT {names}, "
-        f"ROW_NUMBER() OVER () % {count} AS hyper_assets_chunk FROM {source})"
-    )
-    _detach(connection, _PART)
-    pieces: list[Part] = []
-    for number in range(count):
-        path = part.path.with_name(f"{part.path.stem}-{number:03d}.hyper")
-        _new_file(connection, path, _PART)
-        target = TableName(_PART, PAYLOAD_SCHEMA, part.name)
-        connection.execute_command(
-            f"CREATE TABLE {target} AS (SELECT {names} FROM {escape_name(_CHUNK)} "
-            f"WHERE hyper_assets_chunk = {number})"
-        )
-        rows = int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {target}"))
-        _detach(connection, _PART)
-        pieces.append(replace(part, path=path, rows=rows, first=part.first and number == 0))
-    connection.execute_command(f"DROP TABLE {escape_name(_CHUNK)}")
+    _attach(connection, part.path, _SOURCE, read_only=True)
+    shares = _shares(connection, part.path, part.tables, count)
+    _detach(connection, _SOURCE)
     part.path.unlink()
+    pieces = [
+        replace(part, path=path, rows=rows, first=part.first and number == 0)
+        for number, (path, rows) in enumerate(shares)
+    ]
     return [smaller for piece in pieces for smaller in _split(connection, piece, max_bytes)]
 
 
@@ -198,10 +197,153 @@ def write_batch(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Path |
         for part in files:
             assert part.path is not None
             _attach(connection, part.path, _PART, read_only=True)
-            source = TableName(_PART, PAYLOAD_SCHEMA, part.name)
-            target = TableName("batch", PAYLOAD_SCHEMA, part.name)
-            connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {source})")
+            for name in part.tables:
+                source = TableName(_PART, PAYLOAD_SCHEMA, name)
+                target = TableName("batch", PAYLOAD_SCHEMA, name)
+                connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {source})")
             _detach(connection, _PART)
             part.path.unlink()
         _detach(connection, "batch")
     return path
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A share of a batch: its payload file, its actions, its rows, the part it came from."""
+
+    path: Path | None
+    actions: list[Action]
+    rows: int
+    unit: int = 0
+
+
+def split_batch(
+    endpoint: Endpoint,
+    payload: Path | None,
+    actions: Sequence[Action],
+    units: Sequence[int],
+    max_bytes: int,
+) -> list[Piece]:
+    """A batch as pieces of at most about `max_bytes` each, which applied in order do what it did.
+
+    `units` counts the actions of each part the batch was packed from (a part's actions
+    read its own payload tables): a batch is first cut between parts, then a part's rows
+    are cut into shares. The first share carries the part's actions; every later one
+    inserts its rows, deleting first the keys of its rows where the part deletes by key.
+    Pieces are written beside `payload`; a piece that cannot be cut (one row) stays whole.
+    """
+    groups, start = [], 0
+    for count in units or [len(actions)]:
+        groups.append(list(actions[start : start + count]))
+        start += count
+    if payload is None:
+        return [Piece(None, group, 0, unit) for unit, group in enumerate(groups)]
+    pieces: list[Piece] = []
+    with Connection(endpoint) as connection:
+        _attach(connection, payload, _SOURCE, read_only=True)
+        for number, group in enumerate(groups):
+            path = payload.with_name(f"{payload.stem}-{number:03d}.hyper")
+            whole = replace(_copy_piece(connection, path, group), unit=number)
+            count = math.ceil(_size(whole.path) / (0.8 * max_bytes))
+            rows_table = _rows_table(group)
+            if whole.path is None or rows_table is None or count <= 1 or whole.rows <= 1:
+                pieces.append(whole)
+                continue
+            whole.path.unlink()
+            tables = [rows_table, *(t for t in _sources(group) if t != rows_table)]
+            shares = _shares(connection, path, tables, min(count, whole.rows))
+            pieces += [
+                Piece(shared, group if n == 0 else _later_share(group), rows, number)
+                for n, (shared, rows) in enumerate(shares)
+            ]
+        _detach(connection, _SOURCE)
+    return pieces
+
+
+def _rows_table(actions: Sequence[Action]) -> str | None:
+    """The payload table holding a part's rows (the one its inserts or replace read)."""
+    names = {a.source_table for a in actions if isinstance(a, Insert | Replace)}
+    return names.pop() if len(names) == 1 else None
+
+
+def _sources(actions: Sequence[Action]) -> list[str]:
+    return list(dict.fromkeys(s for a in actions if (s := getattr(a, "source_table", None))))
+
+
+def _copy_piece(connection: Connection, path: Path, actions: Sequence[Action]) -> Piece:
+    """The payload tables `actions` read, copied into a file of their own."""
+    sources = _sources(actions)
+    if not sources:
+        return Piece(None, list(actions), 0)
+    _new_file(connection, path, _PART)
+    for name in sources:
+        connection.execute_command(
+            f"CREATE TABLE {TableName(_PART, PAYLOAD_SCHEMA, name)} AS "
+            f"(SELECT * FROM {TableName(_SOURCE, PAYLOAD_SCHEMA, name)})"
+        )
+    rows_table = _rows_table(actions) or sources[0]
+    rows = _count(connection, TableName(_PART, PAYLOAD_SCHEMA, rows_table))
+    _detach(connection, _PART)
+    return Piece(path, list(actions), rows)
+
+
+def _shares(
+    connection: Connection, path: Path, tables: Sequence[str], count: int
+) -> list[tuple[Path, int]]:
+    """The rows of payload table `tables[0]` (attached as `_SOURCE`) cut into `count` files.
+
+    Shares have equal row counts. Every other table is a delete's keys: each file gets
+    the keys of its own rows. Returns each file and its row count.
+    """
+    source = TableName(_SOURCE, PAYLOAD_SCHEMA, tables[0])
+    names = _column_list(connection, source)
+    connection.execute_command(
+        f"CREATE TEMPORARY TABLE {escape_name(_CHUNK)} AS (SELECT {names}, "
+        f"ROW_NUMBER() OVER () % {count} AS hyper_assets_chunk FROM {source})"
+    )
+    shares = []
+    for share in range(count):
+        shared = path.with_name(f"{path.stem}-{share:03d}.hyper")
+        rows = TableName(_PART, PAYLOAD_SCHEMA, tables[0])
+        _new_file(connection, shared, _PART)
+        connection.execute_command(
+            f"CREATE TABLE {rows} AS (SELECT {names} FROM {escape_name(_CHUNK)} "
+            f"WHERE hyper_assets_chunk = {share})"
+        )
+        for name in tables[1:]:
+            keys = _column_list(connection, TableName(_SOURCE, PAYLOAD_SCHEMA, name))
+            connection.execute_command(
+                f"CREATE TABLE {TableName(_PART, PAYLOAD_SCHEMA, name)} AS "
+                f"(SELECT DISTINCT {keys} FROM {rows})"
+            )
+        shares.append((shared, _count(connection, rows)))
+        _detach(connection, _PART)
+    connection.execute_command(f"DROP TABLE {escape_name(_CHUNK)}")
+    return shares
+
+
+def _column_list(connection: Connection, table: TableName) -> str:
+    definition = connection.catalog.get_table_definition(table)
+    return ", ".join(escape_name(c.name.unescaped) for c in definition.columns)
+
+
+def _count(connection: Connection, table: TableName) -> int:
+    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))
+
+
+def _later_share(actions: Sequence[Action]) -> list[Action]:
+    """A part's actions for a share after the first: no replace, no delete of a window."""
+    later: list[Action] = []
+    for action in actions:
+        if isinstance(action, Replace):
+            later.append(Insert(**{f: getattr(action, f) for f in _ROW_FIELDS}))
+        elif not (isinstance(action, Delete) and action.source_table is None):
+            later.append(action)
+    return later
+
+
+_ROW_FIELDS = ("target_table", "target_schema", "source_schema", "source_table")
+
+
+def _size(path: Path | None) -> int:
+    return path.stat().st_size if path is not None and path.exists() else 0

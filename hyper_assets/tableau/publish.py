@@ -5,18 +5,20 @@ A publish makes a plan while holding the database's lock, saves it in
 
 - a *full* plan holds a copy of the file, published with overwrite. It is made for the
   first publish, when asked, when the data source is gone from the server, when a table
-  was added or changed its columns or keys, and when a crash left an append whose
-  outcome cannot be told;
+  was added or dropped or changed its shape (columns, types, nullability, collations,
+  keys), and when a crash left an append whose outcome cannot be told;
 - an *update* plan holds batches, each a payload file and its actions, which the server
   applies atomically, in order (`hyper_assets.tableau.changes` says which actions).
 
 The plan and its progress are saved around every request, so a re-run after a crash at
-any point resumes it. Each batch's RequestID is derived from the plan, the changes it
-carries and its attempt number: a batch the server accepted but whose job was never
-seen is sent again with the same RequestID, which the server runs once. A failed job
-bumps the attempt (the server answers a RequestID with its first job for 24 hours), and
-the next run sends the batch again. Changes leave the outbox only once the plan carrying
-them has succeeded.
+any point resumes it. A refused publish changes nothing, and an unfinished update plan is
+replaced only by a full plan, once that one is saved: no change is ever sent twice.
+
+Each batch's RequestID is derived from the plan, the changes it carries and its attempt
+number: a batch the server accepted but whose job was never seen is sent again with the
+same RequestID, which the server runs once. A failed job bumps the attempt (the server
+answers a RequestID with its first job for 24 hours), and the next run sends the batch
+again. Changes leave the outbox only once the plan carrying them has succeeded.
 """
 
 from __future__ import annotations
@@ -24,34 +26,42 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from filelock import FileLock
-from tableauhyperapi import Connection, TableName
+from filelock import FileLock, Timeout
+from tableauhyperapi import Connection, Nullability, TableName
 
 from hyper_assets.errors import (
+    PayloadTooLargeError,
     PublishError,
+    PublishLockedError,
     TableauJobError,
     TableauJobTimeoutError,
     TableauRequestError,
 )
-from hyper_assets.outbox import Change, Outbox, write_json
+from hyper_assets.outbox import Change, Outbox, read_json, write_json
 from hyper_assets.resource import HyperResource
 from hyper_assets.tableau.actions import parse_batch
 from hyper_assets.tableau.changes import net_steps
 from hyper_assets.tableau.client import MEGABYTE, Job, TableauClient
-from hyper_assets.tableau.payload import build_parts, pack, write_batch
+from hyper_assets.tableau.payload import build_parts, pack, split_batch, write_batch
 from hyper_assets.tables import Catalog, table_label
+from hyper_assets.types import sql_name
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PAYLOAD_BYTES = 100 * MEGABYTE
+#: Longer than a publish takes within the client's default job and request timeouts.
+DEFAULT_LOCK_TIMEOUT_SECONDS = 2 * 3600.0
 
 
 @dataclass
@@ -66,6 +76,8 @@ class Batch:
     attempt: int = 0
     job_id: str | None = None
     done: bool = False
+    units: list[int] = field(default_factory=list)  # actions per part, in order
+    requested: bool = False  # sent in this attempt: maybe applied, so never cut
 
 
 @dataclass
@@ -76,6 +88,7 @@ class Plan:
     reason: str
     changes: list[dict[str, Any]]
     fingerprint: dict[str, Any]
+    target: dict[str, str]
     rows: list[dict[str, Any]] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
     payload_bytes: int = 0
@@ -90,7 +103,7 @@ class Plan:
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Plan:
         batches = [Batch(**b) for b in body.pop("batches")]
-        return cls(**body, batches=batches)
+        return cls(**{"target": {}, **body}, batches=batches)
 
 
 @dataclass(frozen=True)
@@ -120,12 +133,16 @@ class Publisher:
         project: str,
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
         logger: logging.Logger | logging.LoggerAdapter[Any] = log,
     ) -> None:
         self.database = Path(database).absolute()
         self.hyper, self.client, self.log = hyper, client, logger
         self.datasource, self.project = datasource, project
         self.max_payload_bytes = max_payload_bytes
+        self.lock_timeout_seconds = lock_timeout_seconds
+        self._lock_path = Path(f"{self.database}.publish.lock")
+        self._holder_path = Path(f"{self.database}.publish.holder.json")
         self.outbox = Outbox(self.database)
         self._plan_dir = self.outbox.directory / "plan"
         self._state_path = self.outbox.directory / "published.json"
@@ -140,39 +157,66 @@ class Publisher:
 
         One publish of a file runs at a time: a second waits for the first (across
         processes), then sends what is still unsent, so two runs never send a change twice.
+        It waits up to `lock_timeout_seconds`, then raises `PublishLockedError` naming the
+        process that holds the file.
         """
-        with FileLock(f"{self.database}.publish.lock"):
+        lock = FileLock(self._lock_path)
+        try:
+            lock.acquire(timeout=self.lock_timeout_seconds)
+        except Timeout as error:
+            raise self._locked() from error
+        try:
+            holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": _now()}
+            write_json(self._holder_path, holder)
             return self._publish(full)
+        finally:
+            lock.release()
+
+    def _locked(self) -> PublishLockedError:
+        try:
+            holder = json.loads(self._holder_path.read_text())
+            who = f"process {holder['pid']} on {holder['host']}, publishing since {holder['since']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            who = "a process that did not say who it is"
+        return PublishLockedError(
+            f"Another publish of {self.database} still runs after {self.lock_timeout_seconds:g} s "
+            f"of waiting: {who}. If it hangs, stop it (the next publish resumes its plan); "
+            "else wait for it, or raise lock_timeout_seconds."
+        )
 
     def _publish(self, full: bool) -> PublishResult:
         started = time.perf_counter()
         project_id = self.client.project(self.project).id
         existing = self.client.find_datasource(self.datasource, project_id)
-        state = self._state()
+        # A full publish needs neither the state nor a plan: it replaces both, even unreadable.
+        state = None if full else self._state()
         ours = state is not None and state["target"] == self._target()
         current = ours and existing is not None and existing.id == state["datasource_id"]
-        plan = self._load_plan()
-        if plan is not None and (full or (plan.kind == "update" and not current)):
-            self.log.info(
-                "Dropping the unfinished %s plan %s: publishing whole", plan.kind, plan.id
-            )
-            shutil.rmtree(self._plan_dir)
-            plan = None
-        if existing is not None and not ours and not full and plan is None:
+        plan = None if full else self._load_plan()
+        # An update plan goes to the data source of the publish state; a full plan names its own.
+        resume = plan is not None and (
+            current if plan.kind == "update" else plan.target == self._target()
+        )
+        # Refuse before changing anything: an unfinished plan stays for the next run.
+        if existing is not None and not ours and not full and not (resume and plan.kind == "full"):
             raise PublishError(
                 f"Data source {self.datasource!r} in project {self.project!r} exists but was "
                 f"not published from {self.database}. Publish with full=True to overwrite it, "
                 "or pick another data source name."
             )
         sent: list[tuple[Plan, list[Job]]] = []
-        if plan is not None:
+        if plan is not None and resume:
             self.log.info("Resuming the %s plan %s left by an earlier run", plan.kind, plan.id)
             sent.append((plan, self._send(plan, project_id)))
             if plan.kind == "full":
                 full, ours, current = False, True, True
-        plan = self._make_plan(_forced_reason(full, ours, current))
-        if plan is not None:
-            sent.append((plan, self._send(plan, project_id)))
+            plan = None
+        elif plan is not None:
+            # Replaced once the next plan is saved; for an update plan that is a full one.
+            self.log.info("Replacing the unfinished %s plan %s", plan.kind, plan.id)
+        new = self._make_plan(_forced_reason(full, ours, current), replaces=plan)
+        if new is not None:
+            sent.append((new, self._send(new, project_id)))
         return self._result(sent, time.perf_counter() - started)
 
     def _target(self) -> dict[str, str]:
@@ -186,19 +230,23 @@ class Publisher:
     def _state(self) -> dict[str, Any] | None:
         if not self._state_path.exists():
             return None
-        return json.loads(self._state_path.read_text())
+        return read_json(self._state_path, _parse_state, _FULL_WAY_OUT)
 
     def _load_plan(self) -> Plan | None:
         path = self._plan_dir / "plan.json"
-        return Plan.from_json(json.loads(path.read_text())) if path.exists() else None
+        return read_json(path, Plan.from_json, _FULL_WAY_OUT) if path.exists() else None
 
     def _save(self, plan: Plan) -> None:
         write_json(self._plan_dir / "plan.json", asdict(plan))
 
     # --- making a plan -------------------------------------------------------------------------
 
-    def _make_plan(self, full_reason: str) -> Plan | None:
-        """The plan for the changes recorded so far; None when there is nothing to send."""
+    def _make_plan(self, full_reason: str, replaces: Plan | None) -> Plan | None:
+        """The plan for the changes recorded so far; None when there is nothing to send.
+
+        The plan's files go to a directory of their own; saving `plan.json` is the one
+        step that replaces the plan `replaces`, so a failure before it leaves that plan.
+        """
         with self.hyper.lock(self.database):
             with self.hyper.open(self.database, create=False) as connection:
                 self.outbox.settle(connection)
@@ -215,21 +263,28 @@ class Publisher:
                     {"table": table_label(t), "action": "publish", "rows": _count(connection, t)}
                     for t in (_tables(connection) if reason else [])
                 ]
-            shutil.rmtree(self._plan_dir, ignore_errors=True)
-            self._plan_dir.mkdir(parents=True)
+            if not reason and not changes:
+                if replaces is not None:  # a full plan for another data source: moot
+                    shutil.rmtree(self._plan_dir)
+                return None
             carried = [c.to_json() for c in changes]
+            plan = Plan(
+                "full" if reason else "update", reason, carried, fingerprint, self._target()
+            )
+            files = self._files(plan)
+            shutil.rmtree(files, ignore_errors=True)
+            files.mkdir(parents=True)
             if reason:
-                snapshot = self._plan_dir / "snapshot.hyper"
+                snapshot = files / "snapshot.hyper"
                 shutil.copyfile(self.database, snapshot)
                 self.outbox.start_tracking()
-                plan = Plan("full", reason, carried, fingerprint, rows, [], _size(snapshot))
-            elif not changes:
-                return None
+                plan.rows, plan.payload_bytes = rows, _size(snapshot)
             else:
-                plan = Plan("update", "changes since the last publish", carried, fingerprint)
-                plan.batches = self._batches(changes, types)
+                plan.reason = "changes since the last publish"
+                plan.batches = self._batches(changes, types, files)
                 plan.payload_bytes = sum(b.payload_bytes for b in plan.batches)
             self._save(plan)
+            self._drop_files_but(plan)
         self.log.info(
             "Publish plan for %s: %s (%s), %d change(s), %d batch(es)",
             self.database.name,
@@ -240,30 +295,44 @@ class Publisher:
         )
         return plan
 
-    def _batches(self, changes: list[Change], types: dict[TableName, Any]) -> list[Batch]:
+    def _files(self, plan: Plan) -> Path:
+        """Where the payload files of `plan` are."""
+        return self._plan_dir / plan.id
+
+    def _drop_files_but(self, plan: Plan) -> None:
+        """Removes what earlier plans left in the plan directory."""
+        for path in self._plan_dir.iterdir():
+            if path.name not in (plan.id, "plan.json"):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    def _batches(
+        self, changes: list[Change], types: dict[TableName, Any], files: Path
+    ) -> list[Batch]:
         steps = net_steps(changes, types)
         parts = build_parts(
             self.hyper.shared.endpoint,
             self.database,
             self.outbox,
             steps,
-            self._plan_dir,
+            files,
             self.max_payload_bytes,
         )
         batches = []
         for number, group in enumerate(pack(parts, self.max_payload_bytes)):
-            path = self._plan_dir / f"batch-{number:03d}.hyper"
+            path = files / f"batch-{number:03d}.hyper"
             payload = write_batch(self.hyper.shared.endpoint, group, path)
-            actions = [a.to_json() for part in group for a in part.actions()]
-            if not actions:
+            sending = [p for p in group if p.actions()]
+            if not sending:
                 continue
+            actions = [a.to_json() for part in sending for a in part.actions()]
             rows = [
                 {"table": table_label(p.step.table), "action": p.step.kind, "rows": p.rows}
-                for p in group
+                for p in sending
             ]
             carried = list(dict.fromkeys(c.id for p in group for c in p.step.changes))
             name = payload.name if payload else None
-            batches.append(Batch(actions, name, rows, carried, _size(payload)))
+            units = [len(p.actions()) for p in sending]
+            batches.append(Batch(actions, name, rows, carried, _size(payload), units=units))
         return batches
 
     # --- sending a plan ------------------------------------------------------------------------
@@ -279,7 +348,7 @@ class Publisher:
         return jobs
 
     def _send_full(self, plan: Plan, project_id: str) -> list[Job]:
-        snapshot = self._plan_dir / "snapshot.hyper"
+        snapshot = self._files(plan) / "snapshot.hyper"
         self.log.info(
             "Publishing %s whole (%d bytes): %s", self.database.name, _size(snapshot), plan.reason
         )
@@ -298,11 +367,17 @@ class Publisher:
         state = self._state()
         assert state is not None
         jobs = []
-        for index, batch in enumerate(plan.batches):
+        index = 0
+        while index < len(plan.batches):
+            batch = plan.batches[index]
             if batch.done:
+                index += 1
                 continue
+            if not batch.requested and batch.payload_bytes > self.max_payload_bytes:
+                self._split(plan, index, self.max_payload_bytes)
+                batch = plan.batches[index]
             request_id = plan.request_id(index)
-            payload = self._plan_dir / batch.payload if batch.payload else None
+            payload = self._files(plan) / batch.payload if batch.payload else None
             self.log.info(
                 "Batch %d/%d: %s; payload %d bytes; RequestID %s",
                 index + 1,
@@ -316,6 +391,8 @@ class Publisher:
                 # forgets a RequestID after 24 hours, but not the job.
                 job = self._known_job(batch.job_id) if batch.job_id else None
                 if job is None:
+                    batch.requested = True
+                    self._save(plan)
                     job = self.client.update_data(
                         state["datasource_id"],
                         parse_batch({"actions": batch.actions}),
@@ -326,6 +403,16 @@ class Publisher:
                     batch.job_id = job.id
                     self._save(plan)
                 jobs.append(self.client.wait_for_job(job.id, on_progress=self._job_progress()))
+            except PayloadTooLargeError as err:
+                # Refused before it ran: sent again as smaller batches, down to one row.
+                if self._split(plan, index, batch.payload_bytes // 2):
+                    continue
+                raise PublishError(
+                    f"The server refused batch {index + 1} of {len(plan.batches)} "
+                    f"({batch.payload_bytes} bytes) as too large, and it cannot be cut smaller "
+                    "(one row). Raise the server's update payload limit, or publish the whole "
+                    "file with full=True."
+                ) from err
             except TableauJobTimeoutError as err:
                 raise PublishError(
                     f"{err} Run the publish again: it waits for the same job (RequestID "
@@ -333,7 +420,7 @@ class Publisher:
                 ) from err
             except TableauJobError as err:
                 batch.attempt += 1
-                batch.job_id = None
+                batch.job_id, batch.requested = None, False
                 self._save(plan)
                 raise PublishError(
                     f"Batch {index + 1} of {len(plan.batches)} failed on the server, which left "
@@ -343,7 +430,45 @@ class Publisher:
                 ) from err
             batch.done = True
             self._save(plan)
+            index += 1
         return jobs
+
+    def _split(self, plan: Plan, index: int, max_bytes: int) -> bool:
+        """Replaces unsent batch `index` by smaller ones; False when it cannot be cut."""
+        batch = plan.batches[index]
+        payload = self._files(plan) / batch.payload if batch.payload else None
+        actions = parse_batch({"actions": batch.actions})
+        pieces = split_batch(self.hyper.shared.endpoint, payload, actions, batch.units, max_bytes)
+        pieces = [p for p in pieces if p.actions]
+        if len(pieces) <= 1:
+            for piece in pieces:
+                if piece.path is not None:
+                    piece.path.unlink()
+            return False
+        self.log.info(
+            "Cutting batch %d (%d bytes) into %d batches of at most about %d bytes",
+            index + 1,
+            batch.payload_bytes,
+            len(pieces),
+            max_bytes,
+        )
+        plan.batches[index : index + 1] = [
+            Batch(
+                [a.to_json() for a in piece.actions],
+                piece.path.name if piece.path else None,
+                [{**batch.rows[piece.unit], "rows": piece.rows}] if batch.rows else [],
+                batch.changes,
+                _size(piece.path),
+                attempt=batch.attempt + 1,  # never the RequestID the server refused
+                units=[len(piece.actions)],
+            )
+            for piece in pieces
+        ]
+        plan.payload_bytes = sum(b.payload_bytes for b in plan.batches)
+        self._save(plan)
+        if payload is not None:
+            payload.unlink()
+        return True
 
     def _known_job(self, job_id: str) -> Job | None:
         """The job `job_id`, or None when the server does not know it."""
@@ -395,6 +520,20 @@ class Publisher:
         )
 
 
+_FULL_WAY_OUT = "Publish with full=True: a whole-file publish replaces it."
+
+
+def _parse_state(body: Any) -> dict[str, Any]:
+    """The publish state: where the file was published, and the tables' shapes then."""
+    if not (isinstance(body["target"], dict) and isinstance(body["datasource_id"], str)):
+        raise TypeError("target must be an object and datasource_id a string")
+    return dict(body)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def _forced_reason(full: bool, ours: bool, current: bool) -> str:
     """Why the next plan must publish the whole file, or "" when changes will do."""
     if full:
@@ -421,8 +560,9 @@ def _shape_reason(
         if label not in published:
             return f"table {label} is new"
         if published[label] != shape:
-            return f"table {label} changed its columns or keys"
-    return ""
+            return f"table {label} changed its columns, nullability or keys"
+    dropped = [label for label in published if label not in fingerprint]
+    return f"table {dropped[0]} was dropped" if dropped else ""
 
 
 def _tables(connection: Connection) -> list[TableName]:
@@ -434,15 +574,40 @@ def _tables(connection: Connection) -> list[TableName]:
 
 
 def _fingerprint(connection: Connection) -> dict[str, Any]:
-    """Each table's columns, types and keys: a change means a whole-file publish."""
+    """What each table's shape on the server depends on; a change means a whole-file publish.
+
+    Per table, in plain JSON values: every column's name, SQL type, nullability and
+    collation, in order; the ASSUMED primary key and foreign keys.
+    """
     catalog = Catalog(connection)
-    return {
-        table_label(table): {
-            "columns": [[c.name, c.sql] for c in catalog.columns(table)],
-            "keys": repr(catalog.keys(table)),
+    shapes = {}
+    for table in _tables(connection):
+        definition = connection.catalog.get_table_definition(table)
+        keys = catalog.keys(table)
+        shapes[table_label(table)] = {
+            "columns": [
+                {
+                    "name": c.name.unescaped,
+                    "type": sql_name(c.type),
+                    "nullable": c.nullability == Nullability.NULLABLE,
+                    "collation": c.collation,
+                }
+                for c in definition.columns
+            ],
+            "primary_key": list(keys.primary_key),
+            "foreign_keys": sorted(
+                (
+                    {
+                        "columns": list(fk.columns),
+                        "references": table_label(fk.ref_table),
+                        "ref_columns": list(fk.ref_columns),
+                    }
+                    for fk in keys.foreign_keys
+                ),
+                key=json.dumps,
+            ),
         }
-        for table in _tables(connection)
-    }
+    return shapes
 
 
 def _count(connection: Connection, table: TableName) -> int:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tableauhyperapi import NOT_NULLABLE, SqlType, TableDefinition
+from tableauhyperapi import (
+    NOT_NULLABLE,
+    Connection,
+    CreateMode,
+    SqlType,
+    TableDefinition,
+    TableName,
+)
 
 from hyper_assets.errors import ActionBatchError
+from hyper_assets.process import HyperSettings, SharedHyper
 from hyper_assets.tableau.actions import (
     Action,
     Always,
@@ -337,3 +346,64 @@ def test_source_columns_need_a_source_table(hyper: Any, target: Path) -> None:
         run(hyper, target, None, Delete(target_table="orders", condition=Eq("id", source_col="id")))
     with pytest.raises(ActionBatchError, match="needs a payload"):
         run(hyper, target, None, Insert(source_table="x", target_table="orders"))
+
+
+STOCK = TableName("Extract", "stock")
+
+
+@pytest.fixture
+def own_hyper(tmp_path: Path) -> Iterator[SharedHyper]:
+    """A hyperd of this test's own: a crash must not take the session's down."""
+    shared = SharedHyper(HyperSettings(log_dir=str(tmp_path / "logs")))
+    yield shared
+    shared.close()
+
+
+def stock_target(hyper: SharedHyper, path: Path) -> Path:
+    """A table with a two-column ASSUMED PRIMARY KEY, the shape that crashed hyperd."""
+    with Connection(hyper.endpoint, path, CreateMode.CREATE_AND_REPLACE) as connection:
+        connection.execute_command('CREATE SCHEMA "Extract"')
+        connection.execute_command(
+            f'CREATE TABLE {STOCK} ("k1" BIGINT NOT NULL, "k2" TEXT NOT NULL, "v" BIGINT, '
+            'ASSUMED PRIMARY KEY ("k1", "k2"))'
+        )
+        connection.execute_command(
+            f"INSERT INTO {STOCK} VALUES (1, 'a', 1), (1, 'b', 2), (2, 'a', 3)"
+        )
+    return path
+
+
+def test_upsert_on_a_two_column_key_never_sets_the_key(
+    own_hyper: SharedHyper, hyper_files: Any, tmp_path: Path
+) -> None:
+    target = stock_target(own_hyper, tmp_path / "stock.hyper")
+    cols = [
+        Column("k1", SqlType.big_int()),
+        Column("k2", SqlType.text()),
+        Column("v", SqlType.big_int()),
+    ]
+    source = payload(tmp_path, hyper_files, {"up": (cols, [(1, "b", 20), (3, "c", 30)])})
+    by_key = And([Eq("k1", source_col="k1"), Eq("k2", source_col="k2")])
+    upsert = Upsert(source_table="up", target_table="stock", condition=by_key)
+    assert run(own_hyper, target, source, upsert) == [2]
+    assert hyper_files.read(target)["Extract.stock"] == [
+        (1, "a", 1),
+        (1, "b", 20),
+        (2, "a", 3),
+        (3, "c", 30),
+    ]
+    keys_only = payload(tmp_path, hyper_files, {"keys": (cols[:2], [(2, "a")])})
+    update = Update(source_table="keys", target_table="stock", condition=by_key)
+    assert run(own_hyper, target, keys_only, update) == [0]  # nothing to set: no statement
+
+
+def test_update_that_would_change_a_composite_key_is_refused(
+    own_hyper: SharedHyper, hyper_files: Any, tmp_path: Path
+) -> None:
+    target = stock_target(own_hyper, tmp_path / "stock.hyper")
+    cols = [Column("k2", SqlType.text()), Column("v", SqlType.big_int())]
+    source = payload(tmp_path, hyper_files, {"rekey": (cols, [("z", 1)])})
+    rekey = Update(source_table="rekey", target_table="stock", condition=Eq("v", source_col="v"))
+    with pytest.raises(ActionBatchError, match=r"would set k2 of the primary key \(k1, k2\)"):
+        run(own_hyper, target, source, rekey)
+    assert len(hyper_files.read(target)["Extract.stock"]) == 3

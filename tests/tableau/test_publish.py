@@ -22,16 +22,24 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 import pytest
-from tableauhyperapi import Connection, TableName, escape_name
+from tableauhyperapi import Connection, SqlType, TableDefinition, TableName, escape_name
 
-from hyper_assets import HyperIOManager
+from hyper_assets import HyperIOManager, HyperResource
 from hyper_assets.emulator import Emulator
-from hyper_assets.errors import ConfigurationError, PublishError, TableauConnectionError
+from hyper_assets.errors import (
+    ConfigurationError,
+    CorruptFileError,
+    PublishError,
+    PublishLockedError,
+    TableauConnectionError,
+)
 from hyper_assets.outbox import Outbox
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.publish import Publisher
 
+Column = TableDefinition.Column
 NAME, PROJECT = "Sales", "default"
 TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"  # as the emulator fixture in conftest.py
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-01")
@@ -41,7 +49,10 @@ DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-0
 class World:
     """What the assets return next: tests change it between runs."""
 
-    products: list[tuple[int, str]] = field(default_factory=lambda: [(1, "tea"), (2, "cake")])
+    products: list[tuple[int, str | None]] = field(
+        default_factory=lambda: [(1, "tea"), (2, "cake")]
+    )
+    names_required: bool = False  # products.name NOT NULL
     seed: int = 0
     appended: list[tuple[int, str]] = field(default_factory=list)
     upserted: list[tuple[int, int]] = field(default_factory=list)
@@ -64,7 +75,10 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
     @dg.asset(metadata={"primary_key": ["id"]})
     def products() -> pa.Table:
         ids, names = zip(*world.products, strict=True)
-        return pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array(names)})
+        schema = pa.schema(
+            [("id", pa.int64()), pa.field("name", pa.string(), not world.names_required)]
+        )
+        return pa.table([pa.array(ids, pa.int64()), pa.array(names, pa.string())], schema)
 
     @dg.asset(
         partitions_def=DAYS,
@@ -84,10 +98,17 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
         ids, labels = zip(*world.appended, strict=True) if world.appended else ((), ())
         return pa.table({"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.string())})
 
-    @dg.asset(metadata={"write_mode": "upsert", "primary_key": ["id"]})
+    @dg.asset(metadata={"write_mode": "upsert", "primary_key": ["id", "site"]})
     def stock() -> pa.Table:
+        """Keyed on two columns, one TEXT: the shape whose key an UPDATE must not SET."""
         ids, counts = zip(*world.upserted, strict=True) if world.upserted else ((), ())
-        return pa.table({"id": pa.array(ids, pa.int64()), "count": pa.array(counts, pa.int64())})
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "site": pa.array(["north"] * len(ids), pa.string()),
+                "count": pa.array(counts, pa.int64()),
+            }
+        )
 
     published = tableau_datasource_asset(  # its default key, `sales`, is the table's
         datasource=NAME,
@@ -295,6 +316,127 @@ def some_changes(setup: Setup, step: int) -> None:
     setup.write("sales", "2024-03-01")
 
 
+def plan_batches(setup: Setup) -> list[dict[str, Any]]:
+    """The batches of the saved plan, as saved; [] without a plan."""
+    path = Outbox(setup.database).directory / "plan" / "plan.json"
+    return json.loads(path.read_text())["batches"] if path.exists() else []
+
+
+def half_sent(setup: Setup) -> None:
+    """A saved plan whose batch 1 the server applied and whose batch 2 it refused (503)."""
+    setup.publish_options = {"max_payload_bytes": 200_000}
+    published_base(setup)
+    setup.world.appended = [(i, f"event number {i} " * 3) for i in range(1, 60_001)]
+    setup.write("events")
+    faults = setup.emulator.faults
+    faults.pause_jobs()
+    failures: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            setup.publish()
+        except Exception as err:  # checked below
+            failures.append(err)
+
+    thread = threading.Thread(target=publish)
+    thread.start()
+    wait_for(lambda: plan_batches(setup) and plan_batches(setup)[0]["job_id"], "batch 1 sent")
+    faults.fail_requests("PATCH", r"/data$", status=503, count=10**6)
+    faults.resume_jobs()
+    thread.join()
+    faults.clear()
+    assert failures, "the publish should have stopped at batch 2"
+    assert [b["done"] for b in plan_batches(setup)][:2] == [True, False]
+
+
+def test_a_refused_publish_keeps_an_unfinished_plan(setup: Setup) -> None:
+    """Refusing to overwrite a data source not ours changes nothing: batch 1 is not resent."""
+    half_sent(setup)
+    saved = plan_batches(setup)
+    other = setup.database.with_name("other.hyper")
+    setup.files.create(other, {("Extract", "t"): ([Column("x", SqlType.int())], [(1,)])})
+    with TableauServerResource(
+        server_url=setup.emulator.url, token_name=TOKEN_NAME, token_secret=TOKEN_SECRET
+    ).client() as client:
+        client.publish_file(other, "Other", client.project(PROJECT).id, overwrite=True)
+        publisher = Publisher(setup.database, HyperResource(), client, "Other", PROJECT)
+        with pytest.raises(PublishError, match="exists but was not published"):
+            publisher.publish()
+    assert plan_batches(setup) == saved
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()  # the 60,000 appended rows arrived once
+
+
+def test_a_column_made_nullable_is_published_whole(setup: Setup) -> None:
+    """NOT NULL -> nullable is a new table shape: a replace into the old one would fail."""
+    setup.world.names_required = True
+    setup.write("products")
+    assert setup.publish()["publish"] == "full"
+    setup.world.names_required = False
+    setup.world.products = [(1, "tea"), (2, None)]
+    setup.write("products")
+    again = setup.publish()
+    assert (again["publish"], again["reason"]) == (
+        "full",
+        "table Extract.products changed its columns, nullability or keys",
+    )
+    setup.assert_equal()
+    assert setup.publish()["publish"] == "none"
+
+
+def test_a_batch_the_server_refuses_as_too_large_is_cut_and_sent(setup: Setup) -> None:
+    """The server takes 1 MiB (the emulator fixture), the publisher plans for 50 MiB."""
+    setup.publish_options = {"max_payload_bytes": 50 * 2**20}
+    published_base(setup)
+    some_changes(setup, 1)
+    setup.world.appended = [(i, f"event number {i} " * 4) for i in range(100, 40_100)]
+    setup.write("events")
+    setup.world.rows_per_day = 40_000
+    setup.write("sales", "2024-03-02")
+    update = setup.publish()
+    assert update["publish"] == "update" and update["batches"] >= 4
+    counts = sorted((r["table"], r["action"]) for r in update["rows"] if r["rows"])
+    assert ("Extract.sales", "window") in counts and ("Extract.stock", "upsert") in counts
+    setup.assert_equal()  # the window deleted once, every share of it inserted once
+    assert not Outbox(setup.database).changes()
+
+
+def test_a_lowered_limit_cuts_the_batches_not_yet_sent(setup: Setup) -> None:
+    half_sent(setup)
+    saved = plan_batches(setup)
+    setup.publish_options = {"max_payload_bytes": 80_000}
+    resumed = setup.publish()
+    assert resumed["batches"] > len(saved)
+    setup.assert_equal()
+
+
+def test_an_unreadable_state_or_plan_is_named_and_a_full_publish_replaces_it(
+    setup: Setup,
+) -> None:
+    published_base(setup)
+    outbox = Outbox(setup.database).directory
+    unreadable = ((outbox / "published.json", "{"), (outbox / "plan" / "plan.json", "[]"))
+    for step, (path, text) in enumerate(unreadable, start=1):
+        some_changes(setup, step)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        with pytest.raises(CorruptFileError, match=rf"{path} cannot be read.*full=True"):
+            setup.publish()
+        assert path.read_text() == text and len(Outbox(setup.database).changes()) == 3
+        assert setup.publish(full=True)["publish"] == "full"
+        setup.assert_equal()
+        assert setup.publish()["publish"] == "none"
+
+
+def test_a_table_dropped_from_the_file_is_published_whole(setup: Setup) -> None:
+    published_base(setup)
+    with Connection(setup.hyper.endpoint, setup.database) as connection:
+        connection.execute_command('DROP TABLE "Extract"."events"')
+    dropped = setup.publish()
+    assert (dropped["publish"], dropped["reason"]) == ("full", "table Extract.events was dropped")
+    setup.assert_equal()
+
+
 def test_503_during_upload_and_expired_sessions_are_retried(setup: Setup) -> None:
     published_base(setup)
     some_changes(setup, 1)
@@ -316,6 +458,21 @@ def test_a_dropped_reply_after_the_patch_was_accepted_then_a_rerun(setup: Setup)
     again = setup.publish()
     assert again["publish"] == "update"
     setup.assert_equal()  # the append arrived once: the server ran the RequestID once
+
+
+def test_a_batch_maybe_applied_is_sent_again_whole_after_the_limit_was_lowered(
+    setup: Setup,
+) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    setup.emulator.faults.drop_after_accept("PATCH", r"/data$", count=10)
+    with pytest.raises(TableauConnectionError):
+        setup.publish()
+    setup.emulator.faults.clear()
+    (sent,) = plan_batches(setup)
+    setup.publish_options = {"max_payload_bytes": sent["payload_bytes"] // 4}
+    assert setup.publish()["batches"] == 1  # cut, it would go out under new RequestIDs
+    setup.assert_equal()  # the append arrived once
 
 
 def test_a_job_that_outlived_the_wait_is_waited_for_after_its_request_id_expired(
@@ -377,6 +534,7 @@ import sys
 from hyper_assets import HyperResource
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.publish import Publisher
+from hyper_assets.tableau.publish import Publisher
 
 url, database, secret = sys.argv[1:]
 tableau = TableauServerResource(
@@ -433,6 +591,32 @@ def test_kill_9_between_two_batches_then_a_rerun(setup: Setup) -> None:
 
     resumed = setup.publish()
     assert resumed["publish"] == "update"
+    setup.assert_equal()
+
+
+def test_a_publish_waits_for_another_only_so_long_and_names_it(setup: Setup) -> None:
+    published_base(setup)
+    some_changes(setup, 1)
+    faults = setup.emulator.faults
+    faults.pause_jobs()  # the other publish hangs waiting for its job
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, setup.emulator.url, str(setup.database), TOKEN_SECRET],
+        start_new_session=True,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: plan_batches(setup) and plan_batches(setup)[0]["job_id"], "the job")
+        with setup.resources()["tableau"].client() as client:
+            publisher = Publisher(
+                setup.database, HyperResource(), client, NAME, PROJECT, lock_timeout_seconds=0.5
+            )
+            with pytest.raises(PublishLockedError, match=rf"after 0.5 s.*process {child.pid} on"):
+                publisher.publish()
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        faults.resume_jobs()
+    assert setup.publish()["publish"] == "update"
     setup.assert_equal()
 
 
