@@ -11,6 +11,7 @@ from hyper_assets.errors import (
     PublishError,
     SchemaMismatchError,
     StagingNotSharedError,
+    StagingStoreError,
     TableNotFoundError,
     UnsupportedTypeError,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "SchemaMismatchError",
     "StagingMode",
     "StagingNotSharedError",
+    "StagingStoreError",
     "TableNotFoundError",
     "TableauServerResource",
     "UnsupportedTypeError",

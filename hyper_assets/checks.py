@@ -25,9 +25,10 @@ import dagster as dg
 from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
-from hyper_assets.io_manager import HyperIOManager, declared_keys
+from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import partition_window
+from hyper_assets.spec import TableSpec
 from hyper_assets.tables import Catalog, table_label
 
 #: How many offending values a failed check shows.
@@ -49,18 +50,28 @@ def _io_manager(context: dg.AssetCheckExecutionContext, key: str, asset: str) ->
     return io_manager
 
 
-def _metadata(asset: dg.AssetsDefinition) -> Mapping[str, Any]:
-    return asset.metadata_by_key.get(asset.key, {})
+def _declared(asset: dg.AssetsDefinition) -> TableSpec:
+    """The asset's metadata, parsed (and so checked) when the checks are defined.
+
+    Only its keys are read here; the table's name needs the IO manager's default schema.
+    """
+    return TableSpec.parse(asset.key.path, asset.metadata_by_key.get(asset.key), "Extract")
 
 
 @dataclass(frozen=True)
 class _Stored:
-    """The asset's table, open in Hyper, and the metadata that declared it."""
+    """The asset's table, open in Hyper, and what its metadata declares."""
 
     connection: Connection
-    table: TableName
-    label: str
-    metadata: Mapping[str, Any]
+    spec: TableSpec
+
+    @property
+    def table(self) -> TableName:
+        return self.spec.table
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
 
     def rows(self, sql: str) -> list[list[Any]]:
         return self.connection.execute_list_query(sql)
@@ -84,15 +95,15 @@ def _stored(
     context: dg.AssetCheckExecutionContext, asset: dg.AssetsDefinition, io_manager_key: str
 ) -> Iterator[_Stored]:
     io_manager = _io_manager(context, io_manager_key, asset.key.to_user_string())
-    metadata = _metadata(asset)
-    table = io_manager.table_for(asset.key.path, metadata)
+    spec = io_manager.spec_for(asset.key.path, asset.metadata_by_key.get(asset.key))
+    table = spec.table
     with io_manager.hyper.connect(io_manager.database, create=False) as connection:
         if not connection.catalog.has_table(table):
             raise TableNotFoundError(
                 f"Table {table_label(table)} is not in {io_manager.database}: materialise "
                 f"asset {asset.key.to_user_string()} before checking it."
             )
-        yield _Stored(connection, table, table_label(table), metadata)
+        yield _Stored(connection, spec)
 
 
 def _columns(names: Sequence[str], alias: str = "") -> str:
@@ -111,7 +122,7 @@ def primary_key_check(
     Blocking by default: Tableau relationships on a repeated key multiply rows, so what
     is downstream (the publish) waits until the key is fixed.
     """
-    if not _metadata(asset).get("primary_key"):
+    if not _declared(asset).keys.primary_key:
         raise ConfigurationError(
             f"Asset {asset.key.to_user_string()} declares no metadata primary_key to check."
         )
@@ -125,7 +136,7 @@ def primary_key_check(
     )
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         with _stored(context, asset, io_manager_key) as stored:
-            key = declared_keys(stored.metadata, stored.table, stored.label).primary_key
+            key = stored.spec.keys.primary_key
             copy = stored.unkeyed(key, "primary_key")
             cols = _columns(key)
             not_null = " AND ".join(f"{escape_name(k)} IS NOT NULL" for k in key)
@@ -165,7 +176,7 @@ def foreign_key_check(
     A warning: such rows are often real data kept on purpose; the result counts them per
     key and shows the most frequent missing values.
     """
-    if not _metadata(asset).get("foreign_keys"):
+    if not _declared(asset).keys.foreign_keys:
         raise ConfigurationError(
             f"Asset {asset.key.to_user_string()} declares no metadata foreign_keys to check."
         )
@@ -181,7 +192,7 @@ def foreign_key_check(
         details: dict[str, Any] = {}
         total, missing_tables = 0, []
         with _stored(context, asset, io_manager_key) as stored:
-            for fk in declared_keys(stored.metadata, stored.table, stored.label).foreign_keys:
+            for fk in stored.spec.keys.foreign_keys:
                 label = (
                     f"{', '.join(fk.columns)} -> {table_label(fk.ref_table)}."
                     f"{', '.join(fk.ref_columns)}"
@@ -311,7 +322,7 @@ def _partition_counts(
 ) -> dict[str, int]:
     """Stored rows of each partition of `keys`, 200 partitions counted per scan."""
     columns = Catalog(stored.connection).columns(stored.table)
-    expr = stored.metadata.get("partition_expr")
+    expr = stored.spec.partition_expr
     counts: dict[str, int] = {}
     for start in range(0, len(keys), 200):
         chunk = keys[start : start + 200]
@@ -474,11 +485,11 @@ def build_hyper_checks(
     not_null = dict(not_null or {})
     checks: list[dg.AssetChecksDefinition] = []
     for asset in assets:
-        metadata = _metadata(asset)
+        keys = _declared(asset).keys
         name = asset.key.to_user_string()
-        if metadata.get("primary_key"):
+        if keys.primary_key:
             checks.append(primary_key_check(asset, io_manager_key=io_manager_key))
-        if metadata.get("foreign_keys"):
+        if keys.foreign_keys:
             checks.append(foreign_key_check(asset, io_manager_key=io_manager_key))
         if min_row_ratio is not None:
             checks.append(

@@ -45,6 +45,10 @@ class StagingNotSharedError(ConfigurationError):
     """Spark staged rows where this process cannot read them (a remote cluster's disk)."""
 
 
+class StagingStoreError(ConfigurationError):
+    """This process cannot reach the object store or HDFS given as `staging_dir`."""
+
+
 class CompactionError(HyperAssetsError):
     """Hyper failed while compacting a `.hyper` file (a full disk, say); the file is unchanged."""
 

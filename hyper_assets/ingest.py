@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
 from tableauhyperapi import (
     Connection,
@@ -39,6 +38,7 @@ from hyper_assets.errors import (
     UnsupportedTypeError,
 )
 from hyper_assets.partitions import Window
+from hyper_assets.spec import WriteMode
 from hyper_assets.staging import is_arrow_stream, staged_row_count, stream_schema
 from hyper_assets.tables import (
     Catalog,
@@ -50,8 +50,6 @@ from hyper_assets.tables import (
 )
 from hyper_assets.types import Column, columns_from_arrow
 
-WriteMode = Literal["replace", "partition", "append", "upsert"]
-
 _NEW_SUFFIX = "__hyper_assets_new"
 
 
@@ -61,7 +59,7 @@ class Write:
 
     table: TableName
     columns: list[Column]
-    mode: WriteMode = "replace"
+    mode: WriteMode = WriteMode.REPLACE
     keys: Keys = field(default_factory=Keys)
     window: Window | None = None
 
@@ -203,7 +201,7 @@ def _check_keys(write: Write) -> None:
             f"Metadata keys of {label} name {missing}, which are not columns of its rows "
             f"({sorted(names)}). Fix primary_key / foreign_keys."
         )
-    if write.mode == "upsert" and not write.keys.primary_key:
+    if write.mode == WriteMode.UPSERT and not write.keys.primary_key:
         raise ConfigurationError(
             f'write_mode="upsert" for {label} needs metadata primary_key=[...] naming the '
             "columns that identify a row."
@@ -235,7 +233,7 @@ def _write(connection: Connection, catalog: Catalog, write: Write, files: list[P
                 connection.execute_command(statement)
             return _insert(connection, write, table, files)
     stored = catalog.columns(table)
-    if write.mode == "replace":
+    if write.mode == WriteMode.REPLACE:
         nullability = {c.name: c.nullable for c in stored}
         same = not schema_differences(stored, write.columns) and all(
             nullability[c.name] == c.nullable for c in write.columns
@@ -246,11 +244,11 @@ def _write(connection: Connection, catalog: Catalog, write: Write, files: list[P
         require_same_schema(table, stored, write.columns)
     catalog.add_missing_keys(table, write.keys)
     with transaction(connection):
-        if write.mode == "replace":
+        if write.mode == WriteMode.REPLACE:
             connection.execute_command(f"TRUNCATE TABLE {table}")
-        elif write.mode == "partition":
+        elif write.mode == WriteMode.PARTITION:
             connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
-        elif write.mode == "upsert" and files:
+        elif write.mode == WriteMode.UPSERT and files:
             _delete_upserted(connection, write, files)
         return _insert(connection, write, table, files)
 

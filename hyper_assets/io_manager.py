@@ -26,16 +26,17 @@ from dagster import (
     TableColumnConstraints,
     TableSchema,
 )
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import Field, PrivateAttr, model_validator
 from pyspark.sql import DataFrame as SparkDataFrame
 from tableauhyperapi import Connection, TableName, escape_string_literal
 
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
-from hyper_assets.ingest import Write, WriteMode, WriteResult, transaction, write_table
+from hyper_assets.ingest import Write, WriteResult, transaction, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_window
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
+from hyper_assets.spec import TableSpec, WriteMode, input_columns
 from hyper_assets.staging import (
     S3Staging,
     StagingArea,
@@ -43,7 +44,7 @@ from hyper_assets.staging import (
     parse_root,
     stage_arrow,
 )
-from hyper_assets.tables import Catalog, Keys, parse_foreign_keys, table_label
+from hyper_assets.tables import Catalog, table_label
 from hyper_assets.transfer import StagingMode, resolve_mode, stage, to_spark
 from hyper_assets.types import (
     Column,
@@ -52,8 +53,6 @@ from hyper_assets.types import (
     describe,
     export_sql,
 )
-
-_WRITE_MODES = ("append", "upsert")
 
 
 class HyperIOManager(ConfigurableIOManager):
@@ -99,12 +98,13 @@ class HyperIOManager(ConfigurableIOManager):
 
     _staging: StagingArea | None = PrivateAttr(default=None)
 
-    @field_validator("staging_dir")
-    @classmethod
-    def _known_store(cls, value: str | None) -> str | None:
-        if value:
-            parse_root(value)  # an unknown scheme fails at definition, not at the first write
-        return value
+    @model_validator(mode="after")
+    def _known_store(self) -> HyperIOManager:
+        # An unknown scheme, or staging_s3 without s3://, fails at definition, not at the
+        # first write; nothing connects to the store here.
+        if self.staging_dir or self.staging_s3:
+            parse_root(self.staging_dir or "", self.staging_s3)
+        return self
 
     @property
     def staging(self) -> StagingArea:
@@ -116,22 +116,17 @@ class HyperIOManager(ConfigurableIOManager):
         self.staging.release()
         self.hyper.close()
 
-    def table_for(self, asset_key_path: list[str], metadata: Mapping[str, Any]) -> TableName:
-        """`[..., schema, table]` -> "schema"."table"; one part -> the default schema.
-
-        Metadata `schema` and `table` override the key, for names Dagster keys cannot hold.
-        """
-        schema = metadata.get("schema") or (
-            asset_key_path[-2] if len(asset_key_path) > 1 else self.default_schema
-        )
-        return TableName(schema, metadata.get("table") or asset_key_path[-1])
+    def spec_for(
+        self, asset_key_path: Sequence[str], metadata: Mapping[str, Any] | None
+    ) -> TableSpec:
+        """What an asset's definition metadata says about its table (`TableSpec.parse`)."""
+        return TableSpec.parse(asset_key_path, metadata, self.default_schema)
 
     def handle_output(self, context: OutputContext, obj: object) -> None:
         if obj is None:
             return
-        metadata = context.definition_metadata or {}
-        table = self.table_for(context.asset_key.path, metadata)
-        label = table_label(table)
+        spec = self.spec_for(context.asset_key.path, context.definition_metadata)
+        table, label = spec.table, spec.label
         version = self.hyper.default_database_version
         if isinstance(obj, SparkDataFrame):
             columns = columns_from_spark(obj.schema, label, version)
@@ -145,17 +140,19 @@ class HyperIOManager(ConfigurableIOManager):
         write = Write(
             table,
             columns,
-            self._mode(context, metadata, label),
-            declared_keys(metadata, table, label),
-            self._window(context, metadata, columns, label),
+            spec.write_mode(context.has_asset_partitions),
+            spec.keys,
+            self._window(context, spec, columns),
         )
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
             if isinstance(obj, SparkDataFrame):
                 mode = resolve_mode(self.staging_mode, obj.sparkSession, self.staging, label)
                 files = stage(obj, mode, self.staging, directory, self.staging_compression, label)
-                staged_as = "arrow stream" if files and is_arrow_stream(files[0]) else "parquet"
-                transfer = {"staging_mode": mode.value, "staged_format": staged_as}
+                transfer = {"staging_mode": mode.value}
+                if files:  # an empty frame stages nothing
+                    staged = "arrow stream" if is_arrow_stream(files[0]) else "parquet"
+                    transfer["staged_format"] = staged
             else:
                 files = stage_arrow(obj, directory, self.staging_compression)
                 transfer = {}
@@ -173,7 +170,7 @@ class HyperIOManager(ConfigurableIOManager):
                 "rows_loaded": result.rows_loaded,
                 "stage_seconds": round(staged - started, 3),
                 "load_seconds": round(time.perf_counter() - staged, 3),
-                "write_mode": write.mode,
+                "write_mode": write.mode.value,
             }
             | transfer
         )
@@ -207,21 +204,17 @@ class HyperIOManager(ConfigurableIOManager):
         server too.
         """
         label = asset.key.to_user_string()
-        metadata = asset.metadata_by_key.get(asset.key, {})
         if asset.partitions_def is None:
             raise ConfigurationError(f"Asset {label} is not partitioned: it has no partitions.")
-        table = self.table_for(asset.key.path, metadata)
+        spec = self.spec_for(asset.key.path, asset.metadata_by_key.get(asset.key))
+        table = spec.table
         with self.hyper.lock(self.database):
             with self.hyper.open(self.database, create=False) as connection:
                 columns = self._stored_columns(connection, table, label)
             window = partition_window(
-                asset.partitions_def,
-                partition_keys,
-                metadata.get("partition_expr"),
-                columns,
-                table_label(table),
+                asset.partitions_def, partition_keys, spec.partition_expr, columns, spec.label
             )
-            write = Write(table, columns, "partition", window=window)
+            write = Write(table, columns, WriteMode.PARTITION, window=window)
             with self._recorded(write, []) as connection, transaction(connection):
                 return connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
 
@@ -234,32 +227,17 @@ class HyperIOManager(ConfigurableIOManager):
             )
         return catalog.columns(table)
 
-    def _mode(self, context: OutputContext, metadata: Mapping[str, Any], label: str) -> WriteMode:
-        mode = metadata.get("write_mode")
-        if mode is None:
-            return "partition" if context.has_asset_partitions else "replace"
-        if mode not in _WRITE_MODES:
-            raise ConfigurationError(
-                f"Metadata write_mode of {label} is {mode!r}; use 'append' or 'upsert', or "
-                "leave it out for a full refresh (or a partition replace)."
-            )
-        return mode
-
     def _window(
-        self,
-        context: OutputContext | InputContext,
-        metadata: Mapping[str, Any],
-        columns: list[Column],
-        label: str,
+        self, context: OutputContext | InputContext, spec: TableSpec, columns: list[Column]
     ) -> Window | None:
         if not context.has_asset_partitions:
             return None
         return partition_window(
             context.asset_partitions_def,
             context.asset_partition_keys,
-            metadata.get("partition_expr"),
+            spec.partition_expr,
             columns,
-            label,
+            spec.label,
         )
 
     def _metadata(self, write: Write) -> dict[str, Any]:
@@ -276,10 +254,9 @@ class HyperIOManager(ConfigurableIOManager):
 
     def load_input(self, context: InputContext) -> object:
         upstream = context.upstream_output
-        upstream_metadata = (upstream.definition_metadata if upstream else None) or {}
-        table = self.table_for(context.asset_key.path, upstream_metadata)
-        label = table_label(table)
-        wanted = (context.definition_metadata or {}).get("columns")
+        spec = self.spec_for(context.asset_key.path, upstream and upstream.definition_metadata)
+        table, label = spec.table, spec.label
+        wanted = input_columns(context.definition_metadata, label)
         as_arrow = context.dagster_type.typing_type is pa.Table
         if not as_arrow:  # before the export: a session that cannot load it fails first
             session = active_session(label)
@@ -288,7 +265,7 @@ class HyperIOManager(ConfigurableIOManager):
         with self.hyper.connect(self.database, create=False) as connection:
             stored = self._stored_columns(connection, table, context.asset_key.to_user_string())
             columns = _select(stored, wanted, label)
-            window = self._window(context, upstream_metadata, stored, label)
+            window = self._window(context, spec, stored)
             select = ", ".join(export_sql(c) for c in columns)
             query = f"SELECT {select} FROM {table}" + (f" WHERE {window.sql}" if window else "")
             connection.execute_command(
@@ -332,27 +309,14 @@ def _column_schema(write: Write) -> TableSchema:
     )
 
 
-def _select(columns: list[Column], wanted: object, label: str) -> list[Column]:
+def _select(columns: list[Column], wanted: tuple[str, ...] | None, label: str) -> list[Column]:
     if not wanted:
         return columns
-    if isinstance(wanted, str) or not all(isinstance(w, str) for w in wanted):  # type: ignore[union-attr]
-        raise ConfigurationError(
-            f"Input metadata columns for {label} must be a list of column names, got {wanted!r}."
-        )
     by_name = {c.name: c for c in columns}
-    missing = [w for w in wanted if w not in by_name]  # type: ignore[union-attr]
+    missing = [w for w in wanted if w not in by_name]
     if missing:
         raise ConfigurationError(
             f"Input metadata columns asks for {missing} of {label}, which has "
             f"{list(by_name)}. Fix the names in AssetIn(metadata={{'columns': [...]}})."
         )
-    return [by_name[w] for w in wanted]  # type: ignore[union-attr]
-
-
-def declared_keys(metadata: Mapping[str, Any], table: TableName, label: str) -> Keys:
-    """The primary and foreign keys an asset's metadata declares for its `table`."""
-    primary = metadata.get("primary_key") or ()
-    if isinstance(primary, str):
-        primary = (primary,)
-    schema = table.schema_name.name.unescaped
-    return Keys(tuple(primary), parse_foreign_keys(metadata.get("foreign_keys"), schema, label))
+    return [by_name[w] for w in wanted]

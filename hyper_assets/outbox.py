@@ -27,17 +27,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets.errors import CorruptFileError
 from hyper_assets.ingest import Write, source_sql
 from hyper_assets.partitions import Window
+from hyper_assets.spec import DECLARED_MODES, WriteMode
 from hyper_assets.staging import staged_row_count
 from hyper_assets.tables import Catalog
 
-ChangeKind = Literal["replace", "partition", "append", "upsert"]
 T = TypeVar("T")
 
 #: The table inside `<seq>.hyper` that holds captured rows or keys.
@@ -50,7 +50,7 @@ class Change:
     """One recorded write. `uncertain`: a crashed append whose outcome cannot be told."""
 
     seq: int
-    kind: ChangeKind
+    kind: WriteMode
     table: TableName
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     window: Window | None = None
@@ -80,7 +80,7 @@ class Change:
         return cls(
             seq=body["seq"],
             id=body["id"],
-            kind=body["kind"],
+            kind=WriteMode(body["kind"]),
             table=TableName(body["schema"], body["table"]),
             window=Window.from_json(window) if window else None,
             key=tuple(body["key"]),
@@ -177,17 +177,17 @@ class Outbox:
 
         Returns None when nothing needs recording (no tracking yet, or no rows to add).
         """
-        if not self.tracking or (write.mode in ("append", "upsert") and not files):
+        if not self.tracking or (write.mode in DECLARED_MODES and not files):
             return None
         seq = read_json(self._state, lambda body: int(body["next_seq"]), STATE_WAY_OUT)
         write_json(self._state, {"next_seq": seq + 1})
         change = Change(seq, write.mode, write.table, window=write.window)
         captured = None
-        if write.mode == "append":
+        if write.mode == WriteMode.APPEND:
             before = _count(connection, write.table)
             change = replace(change, rows=staged_row_count(files), rows_before=before)
             captured = "*"
-        elif write.mode == "upsert":
+        elif write.mode == WriteMode.UPSERT:
             change = replace(change, key=write.keys.primary_key, rows=staged_row_count(files))
             captured = "DISTINCT " + ", ".join(escape_name(k) for k in change.key)
         write_json(self._path(seq, pending=True), change.to_json())
@@ -218,7 +218,7 @@ class Outbox:
         """Commits or drops the pending records a crash or an error left behind."""
         for path in sorted(self.directory.glob("*.pending.json")) if self.tracking else []:
             change = read_json(path, Change.from_json, RECORD_WAY_OUT)
-            if change.kind == "append":
+            if change.kind == WriteMode.APPEND:
                 count = _count(connection, change.table)
                 if count == change.rows_before:
                     self.clear([change])

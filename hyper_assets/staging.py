@@ -4,9 +4,9 @@ Staged files are Parquet (Spark's parts, an Arrow table) or an Arrow IPC stream 
 streamed from Spark Connect, `hyper_assets.transfer`).
 
 A staging directory lives under a root on this machine: a local temp directory by
-default, or a shared file system that a cluster writes too. With a remote root (an
+default, or a shared file system that a cluster writes to. With a remote root (an
 object store or HDFS URI) each directory has a twin there that Spark reads and writes,
-and files are copied between the two (`hyper_assets.transfer`). Each write gets its own
+and files are copied between the two (`StagingArea.push` / `pull`). Each write gets its own
 directory, removed on success and on failure; local directories left by killed
 processes are removed by the next process on the same host that stages under the same
 root (remote twins are not: give the remote prefix a lifecycle rule).
@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from dagster import Config
 from pydantic import Field
 
-from hyper_assets.errors import ConfigurationError
+from hyper_assets.errors import ConfigurationError, StagingStoreError
 
 
 def default_staging_root() -> Path:
@@ -98,19 +98,52 @@ class S3Staging(Config):
 
 @dataclass(frozen=True)
 class RemoteRoot:
-    """A staging root in an object store or HDFS: `uri` for Spark, `path` in `filesystem`."""
+    """A staging root in an object store or HDFS: `uri` as Spark is given it."""
 
     uri: str
-    filesystem: pafs.FileSystem
-    path: str
+    scheme: str  # pyarrow's name for the store
+    s3: S3Staging | None = None
+
+    def connect(self) -> tuple[pafs.FileSystem, str]:
+        """pyarrow's file system for the store, and the root's path in it."""
+        parsed = urlparse(self.uri)
+        if self.scheme != "s3":
+            return pafs.FileSystem.from_uri(self.scheme + self.uri[len(parsed.scheme) :])
+        options = self.s3 or S3Staging()
+        endpoint = urlparse(options.endpoint_url) if options.endpoint_url else None
+        if endpoint and endpoint.scheme not in ("http", "https"):
+            raise ConfigurationError(
+                f"staging_s3.endpoint_url {options.endpoint_url!r} needs its scheme: "
+                "http://host:port or https://host:port."
+            )
+        region = options.region or (None if endpoint else pafs.resolve_s3_region(parsed.netloc))
+        filesystem = pafs.S3FileSystem(
+            access_key=options.access_key_id,
+            secret_key=options.secret_access_key,
+            session_token=options.session_token,
+            region=region,
+            endpoint_override=endpoint.netloc if endpoint else None,
+            scheme=endpoint.scheme if endpoint else "https",
+        )
+        return filesystem, parsed.netloc + parsed.path
 
 
 def parse_root(root: str, s3: S3Staging | None = None) -> Path | RemoteRoot:
-    """`root` as a directory of this machine (a path or file:// URI) or a remote store."""
+    """`root` as a directory of this machine (a path or file:// URI) or a remote store.
+
+    Only the URI is checked: nothing connects to the store until a write needs it.
+    """
     parsed = urlparse(root)
     if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise ConfigurationError(
+                f"staging_dir {root!r} names host {parsed.netloc!r}; a file:// URI is a "
+                "directory of this machine. Mount the share and give its local path."
+            )
         return Path(url2pathname(parsed.path)).absolute()
     if len(parsed.scheme) <= 1:  # no scheme, or a Windows drive letter
+        if s3 is not None:
+            raise ConfigurationError("staging_s3 is set, but staging_dir is not an s3:// URI.")
         return Path(root).absolute()
     if parsed.scheme not in REMOTE_SCHEMES:
         raise ConfigurationError(
@@ -119,22 +152,17 @@ def parse_root(root: str, s3: S3Staging | None = None) -> Path | RemoteRoot:
             "and this process mount (a path or file:// URI), or leave staging_dir out: with "
             "Spark Connect the rows then stream through the Connect channel."
         )
-    scheme = REMOTE_SCHEMES[parsed.scheme]
-    if scheme == "s3":
-        options = s3 or S3Staging()
-        endpoint = urlparse(options.endpoint_url) if options.endpoint_url else None
-        filesystem: pafs.FileSystem = pafs.S3FileSystem(
-            access_key=options.access_key_id,
-            secret_key=options.secret_access_key,
-            session_token=options.session_token,
-            region=options.region,
-            endpoint_override=endpoint.netloc if endpoint else None,
-            scheme=endpoint.scheme if endpoint else "https",
+    if parsed.password is not None:
+        raise ConfigurationError(
+            f"staging_dir {parsed.scheme}://{parsed.hostname}{parsed.path} holds a secret in "
+            "its URI, where it would be shown in messages and logs. Remove it: give this "
+            "process's credentials through staging_s3 (dagster.EnvVar) or the store's "
+            "environment, and Spark's through its own settings."
         )
-        path = parsed.netloc + parsed.path
-    else:
-        filesystem, path = pafs.FileSystem.from_uri(scheme + root[len(parsed.scheme) :])
-    return RemoteRoot(root.rstrip("/"), filesystem, path.rstrip("/"))
+    scheme = REMOTE_SCHEMES[parsed.scheme]
+    if s3 is not None and scheme != "s3":
+        raise ConfigurationError(f"staging_s3 is set, but staging_dir {root!r} is not in S3.")
+    return RemoteRoot(root.rstrip("/"), scheme, s3)
 
 
 class StagingArea:
@@ -151,6 +179,7 @@ class StagingArea:
         parsed = parse_root(root, s3) if isinstance(root, str) else root or default_staging_root()
         self.remote = parsed if isinstance(parsed, RemoteRoot) else None
         self.root = parsed if isinstance(parsed, Path) else default_staging_root()
+        self._store: tuple[pafs.FileSystem, str] | None = None
         self._swept = False
         self._kept: list[Path] = []
 
@@ -159,43 +188,69 @@ class StagingArea:
         """The root as the user gave it, for messages."""
         return self.remote.uri if self.remote else str(self.root)
 
+    @property
+    def store_key(self) -> str:
+        """What besides the root tells stores apart (an S3 endpoint), for caching."""
+        s3 = self.remote.s3 if self.remote else None
+        return (s3.endpoint_url or "") if s3 else ""
+
     def spark_uri(self, path: Path) -> str:
         """Where Spark finds `path` (a file or directory under this area)."""
         if self.remote is None:
-            return path.as_uri()  # file://: not the cluster's default file system
+            # file://: not the cluster's default file system (HDFS, DBFS). Unquoted, as
+            # Hadoop's Path takes it: it would not decode %20.
+            return f"file://{path}"
         return f"{self.remote.uri}/{path.relative_to(self.root).as_posix()}"
 
-    def _remote_path(self, path: Path) -> str:
+    @contextmanager
+    def _remote(self, doing: str) -> Iterator[tuple[pafs.FileSystem, str]]:
+        """The store's file system and root path; its failures as `StagingStoreError`."""
         assert self.remote is not None
-        return f"{self.remote.path}/{path.relative_to(self.root).as_posix()}"
+        try:
+            if self._store is None:
+                self._store = self.remote.connect()
+            yield self._store
+        except OSError as error:
+            raise StagingStoreError(
+                f"This process could not {doing} {self.label}, the staging_dir: {error}. "
+                "Nothing was written. Check the bucket or container and its region, and "
+                "this process's credentials (staging_s3, or the store's environment); or "
+                "leave staging_dir out and let Spark Connect stream the rows."
+            ) from error
+
+    def _relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
 
     def push(self, path: Path) -> None:
         """Makes the local file `path` visible to Spark (copies it to the remote twin)."""
-        if self.remote is not None:
+        if self.remote is None:
+            return
+        with self._remote("upload to") as (filesystem, root):
             pafs.copy_files(
                 str(path),
-                self._remote_path(path),
+                f"{root}/{self._relative(path)}",
                 source_filesystem=pafs.LocalFileSystem(),
-                destination_filesystem=self.remote.filesystem,
+                destination_filesystem=filesystem,
             )
 
     def pull(self, path: Path) -> None:
         """Makes what Spark wrote under the directory `path` visible here (copies it)."""
         if self.remote is None:
             return
-        remote, filesystem = self._remote_path(path), self.remote.filesystem
-        if filesystem.get_file_info(remote).type is not pafs.FileType.Directory:
-            return  # nothing written: the caller's row count check says so
-        for info in filesystem.get_file_info(pafs.FileSelector(remote, recursive=True)):
-            if info.type is pafs.FileType.File:
-                local = path / info.path[len(remote) + 1 :]
-                local.parent.mkdir(parents=True, exist_ok=True)
-                pafs.copy_files(
-                    info.path,
-                    str(local),
-                    source_filesystem=filesystem,
-                    destination_filesystem=pafs.LocalFileSystem(),
-                )
+        with self._remote("download from") as (filesystem, root):
+            remote = f"{root}/{self._relative(path)}"
+            if filesystem.get_file_info(remote).type is not pafs.FileType.Directory:
+                return  # nothing written: the caller's row count check says so
+            for info in filesystem.get_file_info(pafs.FileSelector(remote, recursive=True)):
+                if info.type is pafs.FileType.File:
+                    local = path / info.path[len(remote) + 1 :]
+                    local.parent.mkdir(parents=True, exist_ok=True)
+                    pafs.copy_files(
+                        info.path,
+                        str(local),
+                        source_filesystem=filesystem,
+                        destination_filesystem=pafs.LocalFileSystem(),
+                    )
 
     def _new(self, label: str) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -209,8 +264,9 @@ class StagingArea:
     def _remove(self, path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
         if self.remote is not None:
-            with suppress(OSError):  # never written, or already gone
-                self.remote.filesystem.delete_dir(self._remote_path(path))
+            # A twin never written is missing: nothing to remove.
+            with suppress(StagingStoreError), self._remote("clean up") as (filesystem, root):
+                filesystem.delete_dir(f"{root}/{self._relative(path)}")
 
     @contextmanager
     def directory(self, label: str) -> Iterator[Path]:
@@ -235,8 +291,15 @@ class StagingArea:
 
 
 def part_files(directory: Path) -> list[Path]:
-    """The Parquet part files Spark committed (Hyper takes no globs: list them)."""
-    return sorted(p for p in directory.rglob("*.parquet") if not p.name.startswith(("_", ".")))
+    """The Parquet part files Spark committed (Hyper takes no globs: list them).
+
+    Paths with a part starting with `_` or `.` are a committer's (`_temporary`, markers).
+    """
+    return sorted(
+        p
+        for p in directory.rglob("*.parquet")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(directory).parts)
+    )
 
 
 def stage_arrow(table: pa.Table, directory: Path, compression: str) -> list[Path]:

@@ -1,7 +1,8 @@
 """How rows travel between Spark and this process: through shared staging, or streamed.
 
 - `shared`: Spark's executors write Parquet parts into a staging directory that this
-  process reads too (one machine, or a file system both mount). Every write is checked:
+  process reads too (one machine, a file system both mount, or an object store whose
+  files are copied here: `StagingArea.pull`). Every write is checked:
   the rows in the parts this process sees must equal the rows Spark counted while it
   wrote them (an `Observation`), so parts left on the cluster's own disk are never taken
   for an empty frame.
@@ -11,10 +12,11 @@
   memory).
   Nothing is shared with, or installed on, the cluster.
 
-`auto` picks `shared` when Spark reads back a file this process staged (a probe, once
-per session and staging root; a local classic session needs none), else `stream` for
-Spark Connect; a classic session on a cluster that cannot see the staging directory has
-no channel to stream through, and gets a `StagingNotSharedError` saying what to do.
+`auto` picks `shared` when Spark reads a file this process staged and this process
+reads one Spark wrote (a probe, once per session and staging root; a local classic
+session with a local root needs none), else `stream` for Spark Connect; a classic
+session on a cluster that cannot see the staging directory has no channel to stream
+through, and gets a `StagingNotSharedError` saying what to do.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pyspark
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -38,7 +39,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from hyper_assets.errors import ConfigurationError, IngestError, StagingNotSharedError
+from hyper_assets.errors import (
+    ConfigurationError,
+    IngestError,
+    StagingNotSharedError,
+    StagingStoreError,
+)
 from hyper_assets.spark import prepare_frame
 from hyper_assets.staging import (
     StagingArea,
@@ -63,9 +69,17 @@ STREAM_ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 log = logging.getLogger(__name__)
 
-#: (staging root, session) -> None if they share it, else why not (a clean probe's answer).
-_probed: dict[tuple[str, str], str | None] = {}
-_probe_lock = threading.Lock()
+#: What to do when Spark and this process do not share the staging directory.
+WAYS_OUT = (
+    "Set the HyperIOManager's staging_dir to storage both the executors and this process "
+    "reach (a shared mount, or an object store URI), or use a Spark Connect session with "
+    "staging_mode='auto' or 'stream' (rows then come through its channel)."
+)
+
+#: (staging root, store, session) -> None if they share it, else why not (clean answers).
+_probed: dict[tuple[str, str, str], str | None] = {}
+_probe_locks: dict[tuple[str, str, str], threading.Lock] = {}
+_locks_lock = threading.Lock()
 
 
 def is_connect(session: SparkSession) -> bool:
@@ -96,10 +110,7 @@ def resolve_mode(
     raise StagingNotSharedError(
         f"The Spark cluster ({session.conf.get('spark.master', '?')}) and this process do "
         f"not share {area.label}, the staging directory, so Spark cannot hand {table}'s "
-        f"rows to Hyper ({problem}); nothing was written. Set the HyperIOManager's "
-        "staging_dir to storage both the executors and this process reach (a shared mount, "
-        "or an object store URI), or use a Spark Connect session (rows then stream through "
-        "its channel)."
+        f"rows to Hyper ({problem}); nothing was written. {WAYS_OUT}"
     )
 
 
@@ -112,42 +123,48 @@ def _session_key(session: SparkSession) -> str:
 def _probe(session: SparkSession, area: StagingArea) -> str | None:
     """None when Spark reads a file staged here and this process reads one Spark wrote;
     else what failed. A clean answer is kept per session and root; an error is not."""
-    key = (area.label, _session_key(session))
-    with _probe_lock:
+    key = (area.label, area.store_key, _session_key(session))
+    with _locks_lock:
+        lock = _probe_locks.setdefault(key, threading.Lock())
+    with lock:  # one probe per key at a time; other keys and cached answers do not wait
         if key in _probed:
             return _probed[key]
-        token = uuid.uuid4().hex
+        problem, clean = _run_probe(session, area)
+        if clean:
+            _probed[key] = problem
+        else:
+            log.warning(
+                "Staging probe of %s failed, asking again next time: %s", area.label, problem
+            )
+        return problem
+
+
+def _run_probe(session: SparkSession, area: StagingArea) -> tuple[str | None, bool]:
+    """What the probe found (None: shared), and whether that answer is clean to keep."""
+    token = uuid.uuid4().hex
+    try:
         with area.directory("probe") as directory:
             sent, received = directory / "sent.txt", directory / "received"
             sent.write_text(token)
             area.push(sent)
-            try:
-                seen = [row[0] for row in session.read.text(area.spark_uri(sent)).collect()]
-                if seen == [token]:
-                    frame = session.createDataFrame([(token,)], "token string")
-                    frame.write.parquet(area.spark_uri(received))
-            except (PySparkException, Py4JJavaError) as error:
-                log.info("Staging probe of %s failed: %s", area.label, error)
-                said = (
-                    error.java_exception.toString() if isinstance(error, Py4JJavaError) else error
-                )
-                problem = f"Spark said: {str(said).strip().splitlines()[0]}"
-                # The file is not there (on the driver, or an executor): a clean answer.
-                # Any other fault is worth a second look, and is not kept.
-                if any(c in str(error) for c in ("PATH_NOT_FOUND", "FILE_NOT_EXIST")):
-                    _probed[key] = problem
-                return problem
+            seen = [row[0] for row in session.read.text(area.spark_uri(sent)).collect()]
+            if seen != [token]:
+                return f"Spark read {len(seen)} lines of {area.spark_uri(sent)}, not 1", True
+            frame = session.createDataFrame([(token,)], "token string")
+            frame.write.parquet(area.spark_uri(received))
             area.pull(received)
             files = part_files(received)
             tokens = [t for f in files for t in pq.read_table(f)["token"].to_pylist()]
-        if seen != [token]:
-            problem = f"Spark read {len(seen)} lines of {area.spark_uri(sent)}, not the 1 written"
-        elif tokens != [token]:
-            problem = f"this process found {len(tokens)} of the 1 row Spark wrote"
-        else:
-            problem = None
-        _probed[key] = problem
-        return problem
+    except StagingStoreError as error:
+        return str(error), False
+    except (PySparkException, Py4JJavaError) as error:
+        said = error.java_exception.toString() if isinstance(error, Py4JJavaError) else error
+        # The file is not there (on the driver, or an executor): a clean answer.
+        clean = any(c in str(error) for c in ("PATH_NOT_FOUND", "FILE_NOT_EXIST"))
+        return f"Spark said: {str(said).strip().splitlines()[0]}", clean
+    if tokens != [token]:
+        return f"this process found {len(tokens)} of the 1 row Spark wrote", True
+    return None, True
 
 
 def _counted(df: DataFrame) -> tuple[DataFrame, Observation]:
@@ -197,14 +214,18 @@ def _stage_shared(
     area.pull(target)
     files = part_files(target) if target.is_dir() else []
     seen = staged_row_count(files)
-    if seen != written:
+    if seen > written:
+        raise IngestError(
+            f"Spark wrote {written} rows of {table} to {area.spark_uri(target)}, but the "
+            f"committed parts there hold {seen}: files of another attempt were left beside "
+            f"them. Nothing was written; {table} is unchanged. Run the step again; if it "
+            "persists, check the cluster's output committer."
+        )
+    if seen < written:
         raise StagingNotSharedError(
             f"Spark wrote {written} rows of {table} to {area.spark_uri(target)}, but this "
             f"process sees {seen} there: the cluster and this process do not share "
-            f"{area.label}. Nothing was written; {table} is unchanged. Either set the "
-            "HyperIOManager's staging_dir to storage both sides reach (a shared mount, or "
-            "an object store URI), or, with Spark Connect, set staging_mode='auto' or "
-            "'stream' so the rows come through the Connect channel."
+            f"{area.label}. Nothing was written; {table} is unchanged. {WAYS_OUT}"
         )
     return files
 
@@ -217,17 +238,9 @@ def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> lis
     """
     counted, observation = _counted(df)
     client = counted.sparkSession.client
-    try:
-        batches = client.to_table_as_iterator(
-            counted._plan.to_proto(client), counted._plan.observations
-        )
-    except AttributeError as error:  # a pyspark whose Connect client lacks the iterator
-        raise ConfigurationError(
-            f"This pyspark ({pyspark.__version__}) cannot stream {table}'s rows: its Spark "
-            f"Connect client has no Arrow batch iterator ({error}). Install a pyspark "
-            "hyper-assets supports (pyproject.toml), or set staging_mode='shared' with a "
-            "staging_dir both sides reach."
-        ) from error
+    batches = client.to_table_as_iterator(
+        counted._plan.to_proto(client), counted._plan.observations
+    )
     received = 0
     with _Sink(directory, compression) as sink:
         for item in batches:
@@ -303,15 +316,14 @@ def to_spark(
     """A DataFrame of the Parquet file `path`: read by Spark, or sent to it in chunks."""
     if mode is StagingMode.SHARED:
         area.push(path)
-        frame = session.read.parquet(area.spark_uri(path))
         try:
+            frame = session.read.parquet(area.spark_uri(path))
             frame.schema  # noqa: B018 -- analysis lists the path now, not at a later action
-        except PySparkException as error:
+        except (PySparkException, Py4JJavaError) as error:
             raise StagingNotSharedError(
                 f"Spark cannot read {area.spark_uri(path)}, where this process exported "
-                f"{table}: the cluster and this process do not share {area.label}. Set "
-                "staging_dir to storage both sides reach, or use Spark Connect with "
-                f"staging_mode='auto' or 'stream'. Spark said: {error}"
+                f"{table}: the cluster and this process do not share {area.label}. "
+                f"{WAYS_OUT} Spark said: {error}"
             ) from error
         return frame
     # A chunk at least the cache threshold is uploaded as an artifact at once; smaller

@@ -58,6 +58,10 @@ def sql_name(sql_type: SqlType) -> str:
     return _SQL_NAMES[sql_type.tag]
 
 
+#: How a column's values are staged: as they are, or intervals as micros / months.
+StagedAs = Literal["same", "micros", "months"]
+
+
 @dataclass(frozen=True)
 class Column:
     """One column of a Hyper table as this library writes it."""
@@ -66,7 +70,7 @@ class Column:
     sql_type: SqlType
     nullable: bool = True
     spark_type: str | None = None
-    staged_as: Literal["same", "micros", "months"] = "same"
+    staged_as: StagedAs = "same"
 
     @property
     def load_sql(self) -> str:
@@ -113,54 +117,40 @@ def columns_from_spark(schema: T.StructType, table: str, version: int) -> list[C
     return [_spark_column(f, table, version) for f in schema.fields]
 
 
+#: Spark types stored as one Hyper type: (the type, whether the Spark type is kept in the
+#: column's comment so a load restores it, how the value is staged).
+_SPARK_PLAIN: dict[type[T.DataType], tuple[SqlType, bool, StagedAs]] = {
+    T.BooleanType: (SqlType.bool(), False, "same"),
+    T.ByteType: (SqlType.small_int(), True, "same"),
+    T.ShortType: (SqlType.small_int(), False, "same"),
+    T.IntegerType: (SqlType.int(), False, "same"),
+    T.LongType: (SqlType.big_int(), False, "same"),
+    T.DoubleType: (SqlType.double(), False, "same"),
+    T.StringType: (SqlType.text(), False, "same"),
+    T.BinaryType: (SqlType.bytes(), False, "same"),
+    T.DateType: (SqlType.date(), False, "same"),
+    T.TimestampNTZType: (SqlType.timestamp(), False, "same"),
+    T.TimestampType: (SqlType.timestamp(), True, "same"),  # the session time zone's clock
+    T.TimeType: (SqlType.time(), True, "same"),
+    T.DayTimeIntervalType: (SqlType.interval(), True, "micros"),
+    T.YearMonthIntervalType: (SqlType.interval(), True, "months"),
+}
+
+
 def _spark_column(field: T.StructField, table: str, version: int) -> Column:
     t, name, nullable = field.dataType, field.name, field.nullable
     simple = t.simpleString()
-
-    def col(
-        sql_type: SqlType,
-        *,
-        keep: bool = False,
-        staged_as: Literal["same", "micros", "months"] = "same",
-    ) -> Column:
+    if type(t) in _SPARK_PLAIN:
+        sql_type, keep, staged_as = _SPARK_PLAIN[type(t)]
         return Column(name, sql_type, nullable, simple if keep else None, staged_as)
-
-    if isinstance(t, T.BooleanType):
-        return col(SqlType.bool())
-    if isinstance(t, T.ByteType):
-        return col(SqlType.small_int(), keep=True)
-    if isinstance(t, T.ShortType):
-        return col(SqlType.small_int())
-    if isinstance(t, T.IntegerType):
-        return col(SqlType.int())
-    if isinstance(t, T.LongType):
-        return col(SqlType.big_int())
     if isinstance(t, T.FloatType):
-        return col(_float(version), keep=version < 4)
-    if isinstance(t, T.DoubleType):
-        return col(SqlType.double())
+        return Column(name, _float(version), nullable, simple if version < 4 else None)
     if isinstance(t, T.DecimalType):
-        return col(_decimal(table, name, t.precision, t.scale, version, simple))
+        return Column(name, _decimal(table, name, t.precision, t.scale, version, simple), nullable)
     if isinstance(t, T.CharType):
-        return col(SqlType.char(t.length))
+        return Column(name, SqlType.char(t.length), nullable)
     if isinstance(t, T.VarcharType):
-        return col(SqlType.varchar(t.length))
-    if isinstance(t, T.StringType):
-        return col(SqlType.text())
-    if isinstance(t, T.BinaryType):
-        return col(SqlType.bytes())
-    if isinstance(t, T.DateType):
-        return col(SqlType.date())
-    if isinstance(t, T.TimestampNTZType):
-        return col(SqlType.timestamp())
-    if isinstance(t, T.TimestampType):
-        return col(SqlType.timestamp(), keep=True)
-    if isinstance(t, T.TimeType):
-        return col(SqlType.time(), keep=True)
-    if isinstance(t, T.DayTimeIntervalType):
-        return col(SqlType.interval(), keep=True, staged_as="micros")
-    if isinstance(t, T.YearMonthIntervalType):
-        return col(SqlType.interval(), keep=True, staged_as="months")
+        return Column(name, SqlType.varchar(t.length), nullable)
     if isinstance(t, T.NullType):
         return Column(name, SqlType.text(), True, simple)
     fixes = {

@@ -8,6 +8,7 @@ cannot fetch hadoop-aws), so the cluster's side of an object store is not tested
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -17,7 +18,7 @@ from helpers import query
 from tableauhyperapi import Connection, CreateMode
 
 from hyper_assets import HyperIOManager
-from hyper_assets.errors import ConfigurationError, StagingNotSharedError
+from hyper_assets.errors import ConfigurationError, StagingNotSharedError, StagingStoreError
 from hyper_assets.ingest import external_sql
 from hyper_assets.staging import (
     RemoteRoot,
@@ -27,7 +28,15 @@ from hyper_assets.staging import (
     parse_root,
     staged_row_count,
 )
-from hyper_assets.transfer import StagingMode, _chunks, _probe, _probed, _union, resolve_mode
+from hyper_assets.transfer import (
+    StagingMode,
+    _chunks,
+    _probe,
+    _probed,
+    _union,
+    resolve_mode,
+    stage,
+)
 
 SECRET = "s3cr3t-value-never-shown"
 
@@ -59,10 +68,15 @@ def s3() -> Iterator[S3Staging]:
     server.stop()
 
 
-def files_under(area: StagingArea, prefix: str) -> list[str]:
+def store(area: StagingArea) -> pafs.FileSystem:
+    """The store behind `area`, as pyarrow reaches it."""
     assert area.remote is not None
+    return area.remote.connect()[0]
+
+
+def files_under(area: StagingArea, prefix: str) -> list[str]:
     selector = pafs.FileSelector(prefix, recursive=True, allow_not_found=True)
-    infos = area.remote.filesystem.get_file_info(selector)
+    infos = store(area).get_file_info(selector)
     return sorted(i.path for i in infos if i.type is pafs.FileType.File)
 
 
@@ -71,7 +85,8 @@ def test_roots_are_parsed_once_into_paths_or_remote_stores(tmp_path):
     assert parse_root((tmp_path / "a b").as_uri()) == tmp_path / "a b"
     remote = parse_root("s3a://bucket/some/prefix/", S3Staging(region="eu-west-1"))
     assert isinstance(remote, RemoteRoot)
-    assert (remote.uri, remote.path) == ("s3a://bucket/some/prefix", "bucket/some/prefix")
+    assert (remote.uri, remote.scheme) == ("s3a://bucket/some/prefix", "s3")
+    assert remote.connect()[1] == "bucket/some/prefix"  # the region given: no lookup
     with pytest.raises(ConfigurationError, match=r"ftp:// is not a store .*'s3a'"):
         parse_root("ftp://host/dir")
 
@@ -81,12 +96,40 @@ def test_an_unknown_store_is_refused_when_the_io_manager_is_defined(tmp_path):
         HyperIOManager(database=str(tmp_path / "x.hyper"), staging_dir="sftp://h/d")
 
 
-def test_spark_is_given_file_uris_for_local_roots(tmp_path):
-    """A bare path would be read from the cluster's default file system (HDFS, DBFS)."""
-    area = StagingArea(str(tmp_path / "st"))
+def test_spark_stages_under_a_root_whose_path_needs_quoting(spark, tmp_path):
+    """Spark gets file:// URIs (not the cluster's default file system), unquoted as
+    Hadoop's Path reads them: a %20 would make Spark write to a directory of that name."""
+    area = StagingArea(str(tmp_path / "staging a b é#%"))
+    frame = spark.range(10).selectExpr("id", "CAST(id AS STRING) AS name")
     with area.directory("write") as directory:
-        assert area.spark_uri(directory / "parts") == (directory / "parts").as_uri()
         assert area.spark_uri(directory).startswith("file:///")
+        files = stage(frame, StagingMode.SHARED, area, directory, "snappy", "Extract.t")
+        assert staged_row_count(files) == 10
+        assert all(f.is_relative_to(directory) for f in files)
+    assert _probe(spark, area) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["staging a b é#%"]  # no %20 twin
+
+
+def test_urls_with_a_secret_a_host_or_a_stray_s3_config_are_refused(tmp_path):
+    database = str(tmp_path / "x.hyper")
+    with pytest.raises(ConfigurationError, match="holds a secret") as raised:
+        HyperIOManager(database=database, staging_dir="s3://KEY:SECRET@bucket/x")
+    assert "SECRET" not in str(raised.value)
+    with pytest.raises(ConfigurationError, match="holds a secret"):
+        HyperIOManager(database=database, staging_dir="abfss://c:KEY@acct.dfs.core.windows.net/x")
+    with pytest.raises(ConfigurationError, match="names host 'nfshost'"):
+        HyperIOManager(database=database, staging_dir="file://nfshost/share")
+    with pytest.raises(ConfigurationError, match="staging_s3 is set"):
+        HyperIOManager(database=database, staging_dir=str(tmp_path), staging_s3=S3Staging())
+
+
+def test_a_store_is_not_reached_until_used(tmp_path):
+    """Defining needs no JVM, namenode or network; the first use names what failed."""
+    manager = HyperIOManager(database=str(tmp_path / "x.hyper"), staging_dir="hdfs://nn:8020/x")
+    with manager.staging.directory("write") as directory:
+        (directory / "f.txt").write_text("x")
+        with pytest.raises(StagingStoreError, match=r"could not upload to hdfs://nn:8020/x"):
+            manager.staging.push(directory / "f.txt")
 
 
 def test_s3_staging_copies_both_ways_and_removes_the_remote_twin(s3, tmp_path):
@@ -96,15 +139,12 @@ def test_s3_staging_copies_both_ways_and_removes_the_remote_twin(s3, tmp_path):
         name = directory.name
         assert area.spark_uri(directory / "parts") == f"s3a://staging-bucket/hyper/{name}/parts"
         # What Spark's s3a committer leaves: parts and a _SUCCESS marker under the twin.
-        assert area.remote is not None
         for i, part in enumerate((table.slice(0, 600), table.slice(600))):
-            with area.remote.filesystem.open_output_stream(
+            with store(area).open_output_stream(
                 f"staging-bucket/hyper/{name}/parts/part-{i}.snappy.parquet"
             ) as out:
                 pq.write_table(part, out)
-        area.remote.filesystem.open_output_stream(
-            f"staging-bucket/hyper/{name}/parts/_SUCCESS"
-        ).close()
+        store(area).open_output_stream(f"staging-bucket/hyper/{name}/parts/_SUCCESS").close()
         area.pull(directory / "parts")
         pulled = sorted((directory / "parts").glob("*.parquet"))
         assert staged_row_count(pulled) == 1000
@@ -197,14 +237,29 @@ def test_chunks_cover_every_row_and_an_empty_file_gives_one_empty_chunk(tmp_path
     assert len(empty) == 0 and empty.schema == table.schema
 
 
+@dataclass(frozen=True)
+class Tree:
+    """Records how `_union` combines its leaves (a classic plan flattens unions, so the
+    shape shows only in a Connect plan; this records it without one)."""
+
+    depth: int = 0
+    leaves: int = 1
+
+    def union(self, other: Tree) -> Tree:
+        return Tree(max(self.depth, other.depth) + 1, self.leaves + other.leaves)
+
+
 def test_chunks_are_unioned_as_a_balanced_tree(spark):
     frames = [spark.range(i * 10, i * 10 + 10) for i in range(5)]
-    union = _union(frames)
-    assert sorted(r.id for r in union.collect()) == list(range(50))
-    # 5 leaves: depth 3 (a chain would be 4); a Union node per level in the plan string.
-    plan = union._jdf.queryExecution().logical().treeString()
-    assert max(line.count(":") for line in plan.splitlines() if "Union" in line) <= 2
+    assert sorted(r.id for r in _union(frames).collect()) == list(range(50))
     assert _union(frames[:1]) is frames[0]
+    shapes = {n: _union([Tree()] * n) for n in (2, 5, 8, 100)}
+    assert {n: (t.depth, t.leaves) for n, t in shapes.items()} == {
+        2: (1, 2),
+        5: (3, 5),
+        8: (3, 8),
+        100: (7, 100),
+    }  # a chain would be n - 1 deep
 
 
 def test_a_local_session_stages_in_place_and_a_probe_answer_is_kept(spark, tmp_path):
@@ -213,17 +268,28 @@ def test_a_local_session_stages_in_place_and_a_probe_answer_is_kept(spark, tmp_p
     with pytest.raises(ConfigurationError, match="needs a Spark Connect session"):
         resolve_mode(StagingMode.STREAM, spark, area, "t")
     assert _probe(spark, area) is None  # Spark read the token, and wrote one read here
-    assert (area.label, spark.sparkContext.applicationId) in _probed
+    assert (area.label, "", spark.sparkContext.applicationId) in _probed
     assert list((tmp_path / "st").iterdir()) == []  # the probe's files are gone
 
 
 def test_a_cluster_that_cannot_reach_the_store_fails_quoting_spark_and_is_asked_again(spark, s3):
     """This Spark has no s3a connector: the probe's failure is quoted, and not kept."""
     area = StagingArea("s3a://staging-bucket/probe", s3)
-    with pytest.raises(StagingNotSharedError, match=r"Spark said: .*s3a") as raised:
-        resolve_mode(StagingMode.AUTO, spark, area, "Extract.items")
-    assert "Extract.items" in str(raised.value) and "s3a://staging-bucket/probe" in str(
-        raised.value
-    )
-    assert (area.label, spark.sparkContext.applicationId) not in _probed
+    for _ in range(2):  # asked again: the same answer, from a second probe
+        with pytest.raises(StagingNotSharedError, match=r"Spark said: .*s3a") as raised:
+            resolve_mode(StagingMode.AUTO, spark, area, "Extract.items")
+        assert "Extract.items" in str(raised.value)
+        assert "s3a://staging-bucket/probe" in str(raised.value)
+        assert not any(key[0] == area.label for key in _probed)
     assert files_under(area, "staging-bucket/probe") == []  # the token file was removed
+
+
+def test_a_store_this_process_cannot_reach_is_a_named_error(spark, s3, tmp_path):
+    area = StagingArea("s3://no-such-bucket/x", s3)
+    with area.directory("load") as directory:
+        (directory / "t.parquet").write_bytes(b"PAR1")
+        with pytest.raises(StagingStoreError, match="could not upload to s3://no-such-bucket/x"):
+            area.push(directory / "t.parquet")
+    # The probe says so too (a classic session has no channel to stream through).
+    with pytest.raises(StagingNotSharedError, match="could not upload to"):
+        resolve_mode(StagingMode.AUTO, spark, area, "Extract.items")

@@ -25,6 +25,7 @@ from tableauhyperapi import SqlType, TableName, TypeTag
 
 from hyper_assets.outbox import Change
 from hyper_assets.partitions import TimeRange, Window
+from hyper_assets.spec import WriteMode
 from hyper_assets.tableau.actions import (
     Action,
     And,
@@ -83,11 +84,11 @@ def _table_steps(
 ) -> list[Step]:
     kinds = {c.kind for c in changes}
     replace = [Step("replace", table, changes)]
-    if kinds == {"append"}:
+    if kinds == {WriteMode.APPEND}:
         return [Step("insert", table, changes)]
-    if kinds == {"upsert"} and len({c.key for c in changes}) == 1:
+    if kinds == {WriteMode.UPSERT} and len({c.key for c in changes}) == 1:
         return [Step("upsert", table, changes, key=changes[0].key)]
-    if kinds != {"partition"}:
+    if kinds != {WriteMode.PARTITION}:
         return replace
     windows = list(dict.fromkeys(c.window for c in changes))
     kept = [w for w in windows if w and not any(o != w and o.contains(w) for o in windows if o)]
