@@ -159,6 +159,5 @@ class JobRunner:
             log.exception("update job %s failed unexpectedly", job.id)
             finish, notes = FAILED, f"Internal error: {err}"
         with self._lock:
-            job.finish_code, job.notes, job.completed_at = finish, notes, _now()
-            if finish == SUCCESS:
-                job.progress = 100
+            # A real server ends a failed job at progress 100 too.
+            job.finish_code, job.notes, job.completed_at, job.progress = finish, notes, _now(), 100

@@ -404,15 +404,16 @@ def _job_node(job: Job) -> Node:
     if job.completed_at is not None:
         attrs["completedAt"] = stamp(job.completed_at)
         attrs["finishCode"] = str(job.finish_code)
+    # As recorded from real servers: the notes sit inside the job-type element.
     detail = Node(
         "updateUploadedFileJob",
         children=[
             Node("datasource", {"id": job.datasource.id, "name": job.datasource.name}),
             Node("connectionLuid", text=job.connection_id),
+            *([Node("notes", text=job.notes)] if job.notes else []),
         ],
     )
-    children = [detail] + ([Node("notes", text=job.notes)] if job.notes else [])
-    return Node("job", attrs, children)
+    return Node("job", attrs, [detail])
 
 
 class RequestHandler(BaseHTTPRequestHandler):

@@ -13,7 +13,10 @@
 Three layers, bottom up: `_Transport` sends one request and retries it as `RetryPolicy`
 allows; `TableauClient._call` adds the session (lazy sign-in, one fresh sign-in on 401)
 and turns Tableau's errors into `TableauRequestError`s that say what to do; the endpoint
-methods return small dataclasses. Replies are JSON (`Accept: application/json`).
+methods return small dataclasses. Replies are asked for as JSON (`Accept: application/json`);
+an XML `tsResponse` (which some endpoints send anyway) is read into the same shape, and
+anything else (an HTML page, an empty body, a reply without the element asked for) is an
+`UnexpectedReplyError` with the status, the URL and the first bytes of the body.
 
 What is retried depends on whether repeating the request is safe:
 
@@ -28,15 +31,17 @@ What is retried depends on whether repeating the request is safe:
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 from xml.sax.saxutils import quoteattr
 
@@ -54,6 +59,7 @@ from hyper_assets.errors import (
     TableauJobTimeoutError,
     TableauRequestError,
     TableauSignInError,
+    UnexpectedReplyError,
 )
 from hyper_assets.tableau.actions import Action, batch_to_json
 
@@ -68,6 +74,7 @@ OCTETS = "application/octet-stream"
 UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 UploadProgress = Callable[[int, int], None]  # (bytes uploaded, file size)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -208,6 +215,12 @@ class TableauClient:
         """Where this client publishes: the server URL and the site's content URL."""
         return f"{self._config.server_url.rstrip('/')}/#/site/{self._config.site}"
 
+    @property
+    def jobs_page(self) -> str:
+        """The site's Jobs page in Tableau's web UI, where a failed job's details show."""
+        site = f"site/{quote(self._config.site, safe='')}/" if self._config.site else ""
+        return f"{self._config.server_url.rstrip('/')}/#/{site}jobs"
+
     # --- session -----------------------------------------------------------------------------
 
     @property
@@ -216,7 +229,9 @@ class TableauClient:
         if self._version is None:
             url = f"/api/{BOOTSTRAP_VERSION}/serverinfo"
             response = self._transport.send("GET", url, repeatable=True)
-            self._version = _body(response, "server info")["serverInfo"]["restApiVersion"]
+            self._version = _body(
+                response, "server info", lambda reply: str(reply["serverInfo"]["restApiVersion"])
+            )
             log.info("Tableau REST API version %s", self._version)
         return self._version
 
@@ -232,9 +247,12 @@ class TableauClient:
         response = self._transport.send(
             "POST", url, repeatable=True, json={"credentials": credentials}
         )
-        reply = _body(response, f"sign-in to site {config.site!r} as token {config.token_name!r}")
-        self._token = reply["credentials"]["token"]
-        self._site_id = reply["credentials"]["site"]["id"]
+        call = f"sign-in to site {config.site!r} as token {config.token_name!r}"
+        self._token, self._site_id = _body(
+            response,
+            call,
+            lambda reply: (reply["credentials"]["token"], reply["credentials"]["site"]["id"]),
+        )
         log.info("Signed in to Tableau site %r with token %r", config.site, config.token_name)
 
     def close(self) -> None:
@@ -260,11 +278,12 @@ class TableauClient:
         call: str,
         segments: Sequence[str],
         *,
+        read: Callable[[Any], T],
         repeatable: bool = True,
         headers: dict[str, str] | None = None,
         **kwargs: Any,
-    ) -> Any:
-        """A request under the site, signed in (again, once, on 401); its JSON reply."""
+    ) -> T:
+        """A request under the site, signed in (again, once, on 401); `read` of its reply."""
 
         def send() -> httpx.Response:
             if self._token is None:
@@ -279,7 +298,7 @@ class TableauClient:
             log.info("Tableau session expired or was ended; signing in again")
             self._token = None
             response = send()
-        return _body(response, call)
+        return _body(response, call, read)
 
     def _named(self, call: str, segment: str, name: str) -> Iterator[dict[str, Any]]:
         """Every item of a list endpoint named `name`, page by page."""
@@ -288,11 +307,11 @@ class TableauClient:
         number = 1
         while True:
             params = {**query, "pageSize": 100, "pageNumber": number}
-            reply = self._call("GET", call, [segment], params=params)
-            items = (reply.get(segment) or {}).get(segment.removesuffix("s"), [])
+            items, size, total = self._call(
+                "GET", call, [segment], read=lambda reply: _page(reply, segment), params=params
+            )
             yield from (item for item in items if item["name"] == name)
-            page = reply["pagination"]
-            if number * int(page["pageSize"]) >= int(page["totalAvailable"]):
+            if number * size >= total:
                 return
             number += 1
 
@@ -340,10 +359,11 @@ class TableauClient:
         params = {"uploadSessionId": session_id, "datasourceType": "hyper", "overwrite": mode}
         parts = [("request_payload", "text/xml", request.encode())]
         try:
-            reply = self._call(
+            source = self._call(
                 "POST",
                 f"publish of {name!r}",
                 ["datasources"],
+                read=lambda reply: _datasource(reply["datasource"]),
                 repeatable=False,
                 params=params,
                 **_multipart(parts),
@@ -355,7 +375,6 @@ class TableauClient:
                 f"{err} Look it up with find_datasource(), or publish again with overwrite=True.",
                 maybe_applied=True,
             ) from err
-        source = _datasource(reply["datasource"])
         log.info("Published %s as data source %r (%s)", Path(path).name, name, source.id)
         return source
 
@@ -369,8 +388,12 @@ class TableauClient:
         """
         path, restarts = Path(path), 0
         while True:
-            reply = self._call("POST", "start of an upload", ["fileUploads"])
-            session_id: str = reply["fileUpload"]["uploadSessionId"]
+            session_id = self._call(
+                "POST",
+                "start of an upload",
+                ["fileUploads"],
+                read=lambda reply: str(reply["fileUpload"]["uploadSessionId"]),
+            )
             try:
                 self._append_chunks(session_id, path, on_progress)
             except (TableauConnectionError, TableauRequestError) as err:
@@ -390,7 +413,12 @@ class TableauClient:
                 parts = [("request_payload", "text/xml", b""), ("tableau_file", OCTETS, chunk)]
                 segments = ["fileUploads", session_id]
                 self._call(
-                    "PUT", f"upload of {path.name}", segments, repeatable=False, **_multipart(parts)
+                    "PUT",
+                    f"upload of {path.name}",
+                    segments,
+                    read=lambda reply: reply["fileUpload"],
+                    repeatable=False,
+                    **_multipart(parts),
                 )
                 done += len(chunk)
                 log.debug("Uploaded %d of %d bytes of %s", done, total, path.name)
@@ -419,22 +447,24 @@ class TableauClient:
         params = {}
         if payload is not None:
             params["uploadSessionId"] = self.upload_file(payload, on_progress)
-        reply = self._call(
+        return self._call(
             "PATCH",
             f"data update of {datasource_id} (RequestID {request_id})",
             ["datasources", datasource_id, "data"],
+            read=_job,
             params=params,
             json=batch_to_json(actions),
             headers={"RequestID": request_id},
         )
-        return _job(reply["job"])
 
     def get_job(self, job_id: str) -> Job:
-        return _job(self._call("GET", f"lookup of job {job_id}", ["jobs", job_id])["job"])
+        return self._call("GET", f"lookup of job {job_id}", ["jobs", job_id], read=_job)
 
     def cancel_job(self, job_id: str) -> None:
         """Cancel a job that has not started yet."""
-        self._call("PUT", f"cancel of job {job_id}", ["jobs", job_id], repeatable=False)
+        self._call(
+            "PUT", f"cancel of job {job_id}", ["jobs", job_id], read=_nothing, repeatable=False
+        )
 
     def wait_for_job(self, job_id: str, *, on_progress: Callable[[Job], None] | None = None) -> Job:
         """Poll until the job completes; it if it succeeded, else raise with its notes."""
@@ -461,10 +491,16 @@ class TableauClient:
             return job
         cancelled = job.finish_code == CANCELLED
         outcome = "was cancelled" if cancelled else f"failed (finishCode {job.finish_code})"
+        cause = (
+            f"Tableau's notes: {job.notes}"
+            if job.notes
+            else f"Tableau gave no notes: look job {job_id} up on the site's Jobs page "
+            f"({self.jobs_page}) or in the server's backgrounder logs"
+        )
         raise (TableauJobCancelledError if cancelled else TableauJobError)(
-            f"Tableau job {job_id} {outcome}: {job.notes or 'Tableau gave no notes'}. An update "
-            "batch is atomic, so the data source is unchanged: fix what the notes name and send "
-            "the batch again with a new RequestID (the same one returns this job for 24 hours).",
+            f"Tableau job {job_id} {outcome}. {cause}. An update batch is atomic, so the data "
+            "source is unchanged: fix the cause and send the batch again with a new RequestID "
+            "(the same one returns this job for 24 hours).",
             job_id=job_id,
             finish_code=job.finish_code,
             notes=job.notes,
@@ -485,20 +521,87 @@ def _plain(secret: str) -> str:
     return value
 
 
-def _body(response: httpx.Response, call: str) -> Any:
-    """The JSON reply of a successful call; otherwise the error, saying what to do."""
+def _body(response: httpx.Response, call: str, read: Callable[[Any], T]) -> T:
+    """`read` of a successful reply; otherwise Tableau's error, saying what to do.
+
+    A reply that is not a Tableau reply, or lacks what `read` takes from it, is an
+    `UnexpectedReplyError` quoting the status, the URL and the first bytes.
+    """
+    reply = _decode(response.content)
+    url = str(response.request.url)
     if response.is_success:
-        return response.json() if response.content else {}
-    try:
-        error = response.json().get("error") or {}
-    except ValueError:
-        error = {}
+        if reply is None and response.content.strip():
+            problem = "the reply is neither Tableau's XML nor JSON"
+        else:
+            try:
+                return read(reply or {})
+            except (KeyError, TypeError, ValueError, AttributeError) as err:
+                problem = f"the reply lacks {err}" if reply else "the reply is empty"
+        raise UnexpectedReplyError(
+            response.status_code, url, response.content, call=call, problem=problem
+        )
+    error = (reply or {}).get("error")
+    error = error if isinstance(error, dict) else {}
     status = response.status_code
     code = str(error.get("code") or status)
     error_class, hint = _advice(status, code)
     summary = error.get("summary") or response.reason_phrase
-    detail = error.get("detail") or response.text[:300]
-    raise error_class(status, code, summary, detail, call=call, hint=hint)
+    detail = error.get("detail") or f"{url} answered {response.content[:200]!r}"
+    raise error_class(status, code, str(summary), str(detail), call=call, hint=hint)
+
+
+def _decode(body: bytes) -> dict[str, Any] | None:
+    """A `tsResponse` as JSON or XML, in Tableau's JSON shape; None for anything else."""
+    body = body.strip()
+    try:
+        if body.startswith(b"{"):
+            value = json.loads(body)
+            return value if isinstance(value, dict) else None
+        root = ET.fromstring(body) if body.startswith(b"<") else None
+    except (ValueError, ET.ParseError):
+        return None
+    if root is None or _local(root.tag) != "tsResponse":
+        return None
+    tree = _from_xml(root)
+    return tree if isinstance(tree, dict) else {}
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def _from_xml(element: ET.Element) -> Any:
+    """An element as Tableau's JSON shapes it: attributes and children by name (repeated
+    children as a list), an element holding only text as that text."""
+    value: dict[str, Any] = {_local(k): v for k, v in element.attrib.items()}
+    for child in element:
+        key, item = _local(child.tag), _from_xml(child)
+        if key not in value:
+            value[key] = item
+        elif isinstance(value[key], list):
+            value[key].append(item)
+        else:
+            value[key] = [value[key], item]
+    text = (element.text or "").strip()
+    return text if text and not value else value
+
+
+def _items(container: Any, tag: str) -> list[dict[str, Any]]:
+    """The items of a list element (`{"projects": {"project": [...]}}`); one item may come
+    as an object instead of a one-item list, and an empty list as nothing at all."""
+    items = container.get(tag, []) if isinstance(container, dict) else []
+    return [items] if isinstance(items, dict) else list(items)
+
+
+def _page(reply: dict[str, Any], segment: str) -> tuple[list[dict[str, Any]], int, int]:
+    """A page of a list endpoint: its items, the page size and the total available."""
+    page = reply["pagination"]
+    items = _items(reply.get(segment), segment.removesuffix("s"))
+    return items, int(page["pageSize"]), int(page["totalAvailable"])
+
+
+def _nothing(reply: Any) -> None:
+    return None
 
 
 HINTS = {
@@ -564,12 +667,25 @@ def _datasource(item: dict[str, Any]) -> DataSource:
     return DataSource(item["id"], item["name"], item["project"]["id"])
 
 
-def _job(item: dict[str, Any]) -> Job:
+def _job(reply: dict[str, Any]) -> Job:
+    item = reply["job"]
     finish, completed = item.get("finishCode"), item.get("completedAt")
     return Job(
         item["id"],
         int(finish) if finish is not None else None,
         int(item.get("progress") or 0),
-        item.get("notes") or None,
+        _notes(item),
         datetime.fromisoformat(completed) if completed else None,
     )
+
+
+def _notes(value: Any, key: str = "") -> str | None:
+    """Every `notes` text in a job, wherever the server put it (real servers: inside the
+    job-type element, e.g. `updateUploadedFileJob`), one per line; None without any."""
+    if isinstance(value, dict):
+        found = [_notes(child, name) for name, child in value.items()]
+    elif isinstance(value, list):
+        found = [_notes(child, key) for child in value]
+    else:
+        found = [value.strip()] if key == "notes" and isinstance(value, str) else []
+    return "\n".join(note for note in found if note) or None

@@ -254,9 +254,34 @@ def test_an_injected_job_failure_reports_notes_and_changes_nothing(
         "t:job", NS
     )
     done = raw.wait(job.get("id"))
-    assert done.get("finishCode") == "1"
-    assert done.find("t:notes", NS).text == "backgrounder out of disk"
+    assert (done.get("finishCode"), done.get("progress")) == ("1", "100")
+    # as recorded from real servers: the notes sit inside the job-type element
+    assert done.find("t:notes", NS) is None
+    detail = done.find("t:updateUploadedFileJob", NS)
+    assert [child.tag.rpartition("}")[2] for child in detail] == [
+        "datasource",
+        "connectionLuid",
+        "notes",
+    ]
+    assert detail.find("t:notes", NS).text == "backgrounder out of disk"
+    assert detail.find("t:datasource", NS).get("id") == ds_id
     assert rows(hyper_files, emulator) == [(1,)]
+
+
+def test_a_job_has_completed_at_only_once_it_ends(
+    raw: Raw, published: tuple[str, Path], emulator: Emulator
+) -> None:
+    ds_id, payload = published
+    emulator.faults.pause_jobs()
+    emulator.faults.fail_next_job("")  # a failure without notes, as recorded on real servers
+    queued = raw.xml(raw.patch(ds_id, "quiet", raw.upload(payload.read_bytes())), 202)
+    job = queued.find("t:job", NS)
+    assert job.get("completedAt") is None and job.get("finishCode") is None
+    assert raw.job(job.get("id")).get("completedAt") is None
+    emulator.faults.resume_jobs()
+    done = raw.wait(job.get("id"))
+    assert (done.get("finishCode"), done.get("progress")) == ("1", "100")
+    assert done.find(".//t:notes", NS) is None
 
 
 def test_a_queued_job_can_be_cancelled(

@@ -8,6 +8,7 @@ emulator's copy must equal the local file's, row for row.
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -362,6 +363,15 @@ def test_a_failed_job_keeps_the_changes_for_the_next_run(setup: Setup) -> None:
         setup.publish()
     assert setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper") == before
     assert len(Outbox(setup.database).changes()) == 3
+    setup.emulator.faults.fail_next_job("")  # failed without notes, as real servers do
+    with pytest.raises(PublishError) as quiet:
+        setup.publish()
+    jobs_page = re.escape(f"{setup.emulator.url}/#/") + r"(site/[^/]+/)?jobs"
+    assert re.search(
+        r"Batch 1 of 1 failed on the server.*Tableau gave no notes: look job "
+        rf"[0-9a-f-]{{36}} up on the site's Jobs page \({jobs_page}\)",
+        str(quiet.value),
+    ), str(quiet.value)
     some_changes(setup, 2)  # more changes while the failed plan waits
     setup.publish()
     setup.assert_equal()
