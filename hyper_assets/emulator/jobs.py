@@ -19,7 +19,7 @@ from pathlib import Path
 from tableauhyperapi import Endpoint
 
 from hyper_assets.emulator.faults import Faults
-from hyper_assets.emulator.store import Datasource, DatasourceStore
+from hyper_assets.emulator.store import Datasource
 from hyper_assets.emulator.wire import not_found
 from hyper_assets.errors import HyperAssetsError, RestApiError
 from hyper_assets.tableau.actions import Action
@@ -38,6 +38,7 @@ def _now() -> datetime:
 @dataclass
 class Job:
     id: str
+    site_id: str
     datasource: Datasource
     connection_id: str
     actions: list[Action]
@@ -53,14 +54,11 @@ class Job:
 class JobRunner:
     """Queues update jobs and runs them on one worker thread."""
 
-    def __init__(
-        self, store: DatasourceStore, endpoint: Callable[[], Endpoint], faults: Faults
-    ) -> None:
-        self._store = store
+    def __init__(self, endpoint: Callable[[], Endpoint], faults: Faults) -> None:
         self._endpoint = endpoint
         self._faults = faults
         self._jobs: dict[str, Job] = {}
-        self._request_ids: dict[str, tuple[Job, datetime]] = {}
+        self._request_ids: dict[tuple[str, str], tuple[Job, datetime]] = {}
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="emulator-jobs", daemon=True)
@@ -78,38 +76,40 @@ class JobRunner:
         with self._lock:
             self._request_ids.clear()
 
-    def duplicate(self, request_id: str) -> Job | None:
-        """The job a `RequestID` created within the last 24 hours, if any."""
+    def duplicate(self, site_id: str, request_id: str) -> Job | None:
+        """The job a `RequestID` created on the site within the last 24 hours, if any."""
         with self._lock:
-            seen = self._request_ids.get(request_id)
+            seen = self._request_ids.get((site_id, request_id))
             if seen is None or _now() - seen[1] > REQUEST_ID_TTL:
                 return None
             return seen[0]
 
     def submit(
         self,
+        site_id: str,
         request_id: str,
         datasource: Datasource,
         connection_id: str,
         actions: list[Action],
         payload: Path | None,
     ) -> Job:
-        job = Job(str(uuid.uuid4()), datasource, connection_id, actions, payload)
+        job = Job(str(uuid.uuid4()), site_id, datasource, connection_id, actions, payload)
         with self._lock:
             self._jobs[job.id] = job
-            self._request_ids[request_id] = (job, job.created_at)
+            self._request_ids[(site_id, request_id)] = (job, job.created_at)
         self._queue.put(job)
         return job
 
-    def get(self, job_id: str) -> Job:
+    def get(self, site_id: str, job_id: str) -> Job:
         with self._lock:
-            if job_id not in self._jobs:
-                raise not_found("404003", f"Job {job_id!r} could not be found.")
-            return self._jobs[job_id]
+            job = self._jobs.get(job_id)
+            if job is None or job.site_id != site_id:
+                raise not_found("404003", f"Job {job_id!r} could not be found on this site.")
+            return job
 
-    def cancel(self, job_id: str) -> Job:
+    def cancel(self, site_id: str, job_id: str) -> Job:
         """Cancel a queued job; a started or finished one answers 409."""
-        job = self.get(job_id)
+        job = self.get(site_id, job_id)
         with self._lock:
             if job.started_at is not None or job.completed_at is not None:
                 raise RestApiError(
@@ -145,7 +145,7 @@ class JobRunner:
         try:
             if injected is not None:
                 raise HyperAssetsError(injected)
-            with self._store.lock(job.datasource):
+            with job.datasource.lock:
                 apply_batch(
                     self._endpoint(),
                     job.datasource.path,

@@ -1,4 +1,4 @@
-"""Personal access tokens and the sessions signed in with them."""
+"""Personal access tokens and the sessions signed in with them, each bound to one site."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ class Session:
     token: str
     token_name: str
     user_id: str
+    site_id: str
 
 
 class Sessions:
@@ -26,7 +27,7 @@ class Sessions:
         self._live: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def sign_in(self, name: str | None, secret: str | None) -> Session:
+    def sign_in(self, name: str | None, secret: str | None, site_id: str) -> Session:
         expected = self.tokens.get(name or "")
         if expected is None or not secrets.compare_digest(
             expected.encode(), (secret or "").encode()
@@ -42,6 +43,7 @@ class Sessions:
             secrets.token_urlsafe(24),
             name or "",
             str(uuid.uuid5(uuid.NAMESPACE_URL, f"user/{name}")),
+            site_id,
         )
         with self._lock:
             self._live = {t: s for t, s in self._live.items() if s.token_name != name}

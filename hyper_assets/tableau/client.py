@@ -5,7 +5,7 @@
         token_name="ci", token_secret=dagster.EnvVar("TABLEAU_TOKEN_SECRET"),
     )
     with tableau.client() as client:
-        project = client.project("Finance")
+        project = client.project("Finance/Reports")
         source = client.publish_file("sales.hyper", "Sales", project.id, overwrite=True)
         job = client.update_data(source.id, actions, payload="changes.hyper", request_id=rid)
         client.wait_for_job(job.id)
@@ -50,9 +50,11 @@ from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
 from hyper_assets.errors import (
+    AmbiguousProjectError,
     ConfigurationError,
     DataSourceExistsError,
     PayloadTooLargeError,
+    ProjectNotFoundError,
     TableauConnectionError,
     TableauJobCancelledError,
     TableauJobError,
@@ -82,6 +84,7 @@ class Project:
     id: str
     name: str
     parent_id: str | None
+    path: str  # names from the top-level project down, joined by "/"
 
 
 @dataclass(frozen=True)
@@ -304,31 +307,67 @@ class TableauClient:
         """Every item of a list endpoint named `name`, page by page."""
         # Tableau separates filter expressions with commas, so such a name cannot be a filter.
         query = {} if "," in name else {"filter": f"name:eq:{name}"}
+        yield from (item for item in self._list(call, segment, query) if item["name"] == name)
+
+    def _list(self, call: str, segment: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """Every item of a list endpoint, page by page."""
         number = 1
         while True:
             params = {**query, "pageSize": 100, "pageNumber": number}
             items, size, total = self._call(
                 "GET", call, [segment], read=lambda reply: _page(reply, segment), params=params
             )
-            yield from (item for item in items if item["name"] == name)
+            yield from items
             if number * size >= total:
                 return
             number += 1
 
     # --- projects and data sources -------------------------------------------------------------
 
-    def project(self, name: str) -> Project:
-        """The project named `name`; `ConfigurationError` when there is none, or several."""
-        found = [
-            Project(p["id"], p["name"], p.get("parentProjectId") or None)
-            for p in self._named(f"lookup of project {name!r}", "projects", name)
-        ]
-        if len(found) != 1:
-            raise ConfigurationError(
-                f"Tableau site {self._config.site!r} has {len(found)} projects named {name!r} "
-                f"{found}; name a project that exists once and the token's user can see."
+    def project(self, path: str) -> Project:
+        """The project at `path`: a name, or names from a parent down (`"Sales/EMEA"`).
+
+        The names must match the end of exactly one project's full path; a leading "/"
+        anchors them at the top level. None or several is a `ProjectLookupError` listing
+        the candidates.
+        """
+        wanted = tuple(path.strip("/").split("/"))
+        items = list(self._list(f"lookup of project {path!r}", "projects", {}))
+        by_id = {item["id"]: item for item in items}
+
+        def names(item: dict[str, Any]) -> tuple[str, ...]:
+            parent = by_id.get(item.get("parentProjectId") or "")
+            return (*(names(parent) if parent else ()), item["name"])
+
+        anchored = path.startswith("/")
+        projects, found = [], []
+        for item in items:
+            full = names(item)
+            project = Project(
+                item["id"], item["name"], item.get("parentProjectId") or None, "/".join(full)
             )
-        return found[0]
+            projects.append(project)
+            if (full if anchored else full[-len(wanted) :]) == wanted:
+                found.append(project)
+        if len(found) == 1:
+            return found[0]
+        site = f"Tableau site {self._config.site!r}"
+        if found:
+            candidates = sorted(p.path for p in found)
+            raise AmbiguousProjectError(
+                f"{site} has {len(found)} projects matching {path!r}: {_listed(candidates)}. "
+                "Name one by more of its path, e.g. project="
+                f"{candidates[0]!r}.",
+                candidates=candidates,
+            )
+        named = sorted(p.path for p in projects if p.name == wanted[-1])
+        candidates = named or sorted(p.path for p in projects)
+        raise ProjectNotFoundError(
+            f"{site} has no project {path!r} that the token's user can see; "
+            f"{'projects of that name' if named else 'its projects'}: {_listed(candidates)}. "
+            'Give a name or a path such as "Sales/EMEA" from these.',
+            candidates=candidates,
+        )
 
     def find_datasource(self, name: str, project_id: str) -> DataSource | None:
         """The data source named `name` in the project, or None."""
@@ -598,6 +637,11 @@ def _page(reply: dict[str, Any], segment: str) -> tuple[list[dict[str, Any]], in
     page = reply["pagination"]
     items = _items(reply.get(segment), segment.removesuffix("s"))
     return items, int(page["pageSize"]), int(page["totalAvailable"])
+
+
+def _listed(names: list[str], most: int = 20) -> str:
+    shown = ", ".join(repr(name) for name in names[:most]) or "none"
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _nothing(reply: Any) -> None:

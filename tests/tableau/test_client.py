@@ -15,13 +15,16 @@ from typing import Any
 
 import dagster as dg
 import pytest
+import tableauserverclient as TSC
 from tableauhyperapi import SqlType, TableDefinition
 
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import (
+    AmbiguousProjectError,
     ConfigurationError,
     DataSourceExistsError,
     PayloadTooLargeError,
+    ProjectNotFoundError,
     TableauConnectionError,
     TableauJobCancelledError,
     TableauJobError,
@@ -30,18 +33,20 @@ from hyper_assets.errors import (
 )
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
-from hyper_assets.tableau.client import Job, TableauClient, TableauServerResource
+from hyper_assets.tableau.client import Job, Project, TableauClient, TableauServerResource
 
 Column = TableDefinition.Column
 COLUMNS = [Column("id", SqlType.int()), Column("label", SqlType.text())]
-TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"  # as the emulator fixture in conftest.py
+TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py
 WRONG_SECRET = "wrong-secret-0xC0FFEE"
+RAW_TOKEN = ("raw", "raw-secret")  # the emulator fixture's second token
 
 
 def settings(emulator: Emulator, **overrides: Any) -> TableauServerResource:
     """A resource for the emulator with tiny delays, so retries cost milliseconds."""
     config: dict[str, Any] = {
         "server_url": emulator.url,
+        "site": SITE,
         "token_name": TOKEN_NAME,
         "token_secret": TOKEN_SECRET,
         "retry_initial_delay_seconds": 0.01,
@@ -89,11 +94,11 @@ def sales(hyper_files: Any, path: Path, ids: range, extra: bool = True) -> Path:
 
 
 def stored(hyper_files: Any, emulator: Emulator, name: str) -> dict[str, list[tuple]]:
-    return hyper_files.read(emulator.data_dir / f"{name}.hyper")
+    return hyper_files.read(emulator.site_dir(SITE) / f"{name}.hyper")
 
 
 def publish(client: TableauClient, path: Path, name: str, **kwargs: Any) -> Any:
-    return client.publish_file(path, name, client.project("default").id, **kwargs)
+    return client.publish_file(path, name, client.project("Default").id, **kwargs)
 
 
 # --- sign-in, versions, projects ---------------------------------------------------------------
@@ -103,14 +108,14 @@ def test_sign_in_is_lazy_and_the_version_comes_from_serverinfo(emulator: Emulato
     with settings(emulator, token_secret=WRONG_SECRET).client() as client:
         assert client.api_version == "3.24"  # serverinfo needs no sign-in
         with pytest.raises(TableauSignInError):
-            client.project("default")
+            client.project("Default")
 
 
 def test_a_configured_version_skips_serverinfo(emulator: Emulator) -> None:
     emulator.faults.fail_requests("GET", r"/serverinfo", status=500, count=100)
     with settings(emulator, api_version="3.20", max_retries=0).client() as client:
         assert client.api_version == "3.20"
-        assert client.project("default").name == "default"
+        assert client.project("Default").name == "Default"
 
 
 def test_a_server_too_old_for_updates_is_refused_up_front(
@@ -131,7 +136,7 @@ def test_a_wrong_secret_is_a_clear_error_that_never_shows_the_secret(
 ) -> None:
     resource = settings(emulator, token_secret=WRONG_SECRET)
     with resource.client() as client, pytest.raises(TableauSignInError) as refused:
-        client.project("default")
+        client.project("Default")
     err = refused.value
     assert (err.status, err.code) == (401, "401001")
     assert "Check the personal access token name and secret" in str(err)
@@ -150,30 +155,92 @@ def test_the_secret_can_come_from_an_env_var_in_a_dagster_run(
     @dg.asset
     def project_id(tableau: TableauServerResource) -> str:
         with tableau.client() as client:
-            return client.project("default").id
+            return client.project("Default").id
 
     result = dg.materialize([project_id], resources={"tableau": resource})
     assert result.output_for_node("project_id")
     assert TOKEN_SECRET not in repr(resource)
     with resource.client() as outside:  # outside a run the EnvVar is read by the client
-        assert outside.project("default").name == "default"
+        assert outside.project("Default").name == "Default"
 
 
 def test_a_401_signs_in_again_once_and_then_gives_up(
     client: TableauClient, emulator: Emulator
 ) -> None:
     emulator.faults.fail_requests("GET", r"/projects$", status=401, count=1)
-    assert client.project("default").name == "default"
+    assert client.project("Default").name == "Default"
     emulator.faults.fail_requests("GET", r"/projects$", status=401, count=3)
     with pytest.raises(TableauSignInError, match="Check the personal access token"):
-        client.project("default")
-    assert client.project("default").name == "default"  # the third 401, then a new session
+        client.project("Default")
+    assert client.project("Default").name == "Default"  # the third 401, then a new session
 
 
-def test_project_lookup(client: TableauClient) -> None:
-    assert client.project("default").name == "default"
-    with pytest.raises(ConfigurationError, match="0 projects named 'Finance'"):
+def test_project_paths_name_nested_projects_and_ambiguity_lists_candidates(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    tsc = TSC.Server(emulator.url, use_server_version=True)  # a client nobody here wrote
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth(*RAW_TOKEN, site_id=SITE))
+    top = tsc.projects.create(TSC.ProjectItem("Sales"))
+    marketing = tsc.projects.create(TSC.ProjectItem("Marketing"))
+    emea = tsc.projects.create(TSC.ProjectItem("EMEA", parent_id=top.id))
+    tsc.projects.create(TSC.ProjectItem("EMEA", parent_id=marketing.id))  # same name, other parent
+    with pytest.raises(TSC.ServerResponseError) as twin:
+        tsc.projects.create(TSC.ProjectItem("EMEA", parent_id=top.id))
+    assert twin.value.code == "409006"
+    tsc.auth.sign_out()
+
+    assert client.project("Default").path == "Default"
+    assert client.project("Sales/EMEA") == Project(emea.id, "EMEA", top.id, "Sales/EMEA")
+    assert client.project("/Sales").id == top.id
+    with pytest.raises(AmbiguousProjectError, match="2 projects matching 'EMEA'") as several:
+        client.project("EMEA")
+    assert several.value.candidates == ["Marketing/EMEA", "Sales/EMEA"]
+    with pytest.raises(ProjectNotFoundError) as none:
+        client.project("Asia/EMEA")
+    assert none.value.candidates == ["Marketing/EMEA", "Sales/EMEA"]
+    with pytest.raises(ProjectNotFoundError, match="no project 'Finance'") as none:
         client.project("Finance")
+    assert none.value.candidates == [
+        "Default",
+        "Marketing",
+        "Marketing/EMEA",
+        "Sales",
+        "Sales/EMEA",
+    ]
+
+    local = sales(hyper_files, tmp_path / "s.hyper", range(3))
+    nested = client.publish_file(local, "ds", emea.id)
+    assert client.find_datasource("ds", emea.id) == nested
+    assert client.find_datasource("ds", client.project("Default").id) is None
+    stored_at = emulator.site_dir(SITE) / "projects" / "Sales" / "EMEA" / "ds.hyper"
+    assert hyper_files.read(stored_at) == hyper_files.read(local)
+
+
+def test_sites_keep_their_own_data_and_a_session_serves_only_its_site(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    on_site = publish(client, sales(hyper_files, tmp_path / "a.hyper", range(3)), "ds")
+    default = settings(emulator, site="", token_name=RAW_TOKEN[0], token_secret=RAW_TOKEN[1])
+    with default.client() as other:
+        assert other.find_datasource("ds", other.project("Default").id) is None
+        on_default = publish(other, sales(hyper_files, tmp_path / "b.hyper", range(5, 7)), "ds")
+        assert on_default.id != on_site.id
+        with pytest.raises(TableauRequestError) as refused:  # the other site's data source
+            other.update_data(on_site.id, WINDOW, request_id="elsewhere")
+        assert (refused.value.status, refused.value.code) == (404, "404011")
+        other._site_id = emulator.site_id(SITE)  # a path with the other site's id
+        with pytest.raises(TableauRequestError) as forbidden:
+            other.find_datasource("ds", on_site.project_id)
+        assert (forbidden.value.status, forbidden.value.code) == (403, "403000")
+    assert emulator.site_id("") != emulator.site_id(SITE)
+    assert stored(hyper_files, emulator, "ds")["Extract.sales"] == rows(range(3))
+    default_copy = hyper_files.read(emulator.site_dir("") / "ds.hyper")
+    assert default_copy["Extract.sales"] == rows(range(5, 7))
+    with (
+        settings(emulator, site="nowhere").client() as lost,
+        pytest.raises(TableauSignInError, match="no site with content URL 'nowhere'"),
+    ):
+        lost.project("Default")
 
 
 # --- publishing ---------------------------------------------------------------------------------
@@ -185,7 +252,7 @@ def test_publish_creates_then_overwrites_and_refuses_without_overwrite(
     name = "Verkäufe & Co, 2024"  # escaping: XML, the name filter, the file name
     first = sales(hyper_files, tmp_path / "v1.hyper", range(3))
     created = publish(client, first, name)
-    assert created.name == name and created.project_id == client.project("default").id
+    assert created.name == name and created.project_id == client.project("Default").id
     assert stored(hyper_files, emulator, name) == hyper_files.read(first)
     assert client.find_datasource(name, created.project_id) == created
     assert client.find_datasource("absent", created.project_id) is None
@@ -214,7 +281,7 @@ def test_a_file_is_uploaded_in_several_chunks(
             client, local, "chunked", on_progress=lambda done, total: progress.append((done, total))
         )
     assert len(progress) == 5 and progress[-1] == (size, size)
-    assert (emulator.data_dir / "chunked.hyper").read_bytes() == local.read_bytes()
+    assert (emulator.site_dir(SITE) / "chunked.hyper").read_bytes() == local.read_bytes()
     assert stored(hyper_files, emulator, "chunked") == hyper_files.read(local)
 
 
@@ -236,7 +303,7 @@ def test_a_chunk_without_answer_restarts_the_upload_and_nothing_is_appended_twic
     with settings(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1).client() as client:
         publish(client, local, "restarted")
     assert [r for r in records if "starting over" in r.getMessage()]
-    assert (emulator.data_dir / "restarted.hyper").read_bytes() == local.read_bytes()
+    assert (emulator.site_dir(SITE) / "restarted.hyper").read_bytes() == local.read_bytes()
 
 
 def test_a_publish_without_answer_is_not_repeated(
@@ -258,7 +325,7 @@ def test_token_expiry_mid_upload_signs_in_again_and_continues(
     with settings(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1).client() as client:
         publish(client, local, "expiring", on_progress=lambda done, total: emulator.expire_tokens())
         emulator.expire_tokens()
-        assert client.find_datasource("expiring", client.project("default").id)
+        assert client.find_datasource("expiring", client.project("Default").id)
     # after chunks 1 and 2 (the next chunk), chunk 3 (the publish), then the project lookup
     assert len([r for r in records if "signing in again" in r.getMessage()]) == 4
     assert stored(hyper_files, emulator, "expiring") == hyper_files.read(local)
@@ -363,7 +430,7 @@ def test_a_payload_above_the_limit_says_to_lower_the_batch_size(
 def test_429_waits_as_long_as_retry_after_says(client: TableauClient, emulator: Emulator) -> None:
     emulator.faults.fail_requests("GET", r"/projects$", status=429, retry_after=1)
     started = time.monotonic()
-    assert client.project("default").name == "default"
+    assert client.project("Default").name == "Default"
     assert time.monotonic() - started >= 1.0
 
 
@@ -375,7 +442,7 @@ def test_retries_are_bounded_in_count_and_time(
         settings(emulator, max_retries=2).client() as client,
         pytest.raises(TableauRequestError, match="kept failing") as failed,
     ):
-        client.project("default")
+        client.project("Default")
     assert failed.value.status == 503
     retries = [r.getMessage() for r in records if "answered 503; retry" in r.getMessage()]
     assert len(retries) == 2  # two retries, then the third 503 is raised
@@ -383,7 +450,7 @@ def test_retries_are_bounded_in_count_and_time(
         settings(emulator, retry_max_total_seconds=0.0).client() as client,
         pytest.raises(TableauRequestError),
     ):
-        client.project("default")
+        client.project("Default")
 
 
 def test_an_unreachable_server_is_a_connection_error(emulator: Emulator) -> None:
@@ -394,5 +461,5 @@ def test_an_unreachable_server_is_a_connection_error(emulator: Emulator) -> None
         settings(emulator, server_url=f"http://127.0.0.1:{port}", max_retries=1).client() as c,
         pytest.raises(TableauConnectionError, match="Check server_url") as lost,
     ):
-        c.project("default")
+        c.project("Default")
     assert not lost.value.maybe_applied

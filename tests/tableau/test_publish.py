@@ -23,18 +23,24 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 import pytest
+import tableauserverclient as TSC
 from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets import HyperIOManager
 from hyper_assets.emulator import Emulator
-from hyper_assets.errors import ConfigurationError, PublishError, TableauConnectionError
+from hyper_assets.errors import (
+    AmbiguousProjectError,
+    ConfigurationError,
+    PublishError,
+    TableauConnectionError,
+)
 from hyper_assets.outbox import Outbox
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
 
-NAME, PROJECT = "Sales", "default"
-TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"  # as the emulator fixture in conftest.py
+NAME, PROJECT = "Sales", "Default"
+TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-01")
 
 
@@ -90,8 +96,9 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
         ids, counts = zip(*world.upserted, strict=True) if world.upserted else ((), ())
         return pa.table({"id": pa.array(ids, pa.int64()), "count": pa.array(counts, pa.int64())})
 
+    publish = {"project": PROJECT, **publish}
     published = tableau_datasource_asset(
-        datasource=NAME, project=PROJECT, deps=[products, sales, events, stock], **publish
+        datasource=NAME, deps=[products, sales, events, stock], **publish
     )
     return {"products": products, "sales": sales, "events": events, "stock": stock}, published
 
@@ -109,6 +116,7 @@ class Setup:
     def resources(self) -> dict[str, Any]:
         tableau = TableauServerResource(
             server_url=self.emulator.url,
+            site=SITE,
             token_name=TOKEN_NAME,
             token_secret=TOKEN_SECRET,
             retry_initial_delay_seconds=0.01,
@@ -155,9 +163,17 @@ class Setup:
         (materialization,) = result.asset_materializations_for_node(published.op.name)
         return {k: v.value for k, v in materialization.metadata.items()}
 
+    def remote(self) -> Path:
+        """The emulator's copy of the data source, in the folder of its project."""
+        project = self.publish_options.get("project", PROJECT)
+        folder = self.emulator.site_dir(SITE)
+        if project != "Default":
+            folder = folder.joinpath("projects", *project.split("/"))
+        return folder / f"{NAME}.hyper"
+
     def assert_equal(self) -> None:
         """Every table of the emulator's copy holds the local table's rows (as multisets)."""
-        remote = self.emulator.data_dir / f"{NAME}.hyper"
+        remote = self.remote()
         with Connection(self.hyper.endpoint) as connection:
             tables = {}
             for alias, path in (("local", self.database), ("remote", remote)):
@@ -225,7 +241,7 @@ def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> N
     third = setup.publish()
     assert third["publish"] == "none" and third["batches"] == 0
 
-    remote = setup.emulator.data_dir / f"{NAME}.hyper"
+    remote = setup.emulator.site_dir(SITE) / f"{NAME}.hyper"
     with Connection(setup.hyper.endpoint, remote) as connection:
         connection.execute_command('DELETE FROM "Extract"."events" WHERE "id" = 3')
     with pytest.raises(AssertionError, match=r"Extract\.events differs"):
@@ -251,7 +267,7 @@ def test_rolling_window_delete_and_a_backfill_range(setup: Setup) -> None:
         ("window", 5),
     ]
     setup.assert_equal()
-    remote = setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper")["Extract.sales"]
+    remote = setup.files.read(setup.emulator.site_dir(SITE) / f"{NAME}.hyper")["Extract.sales"]
     assert {row[0] for row in remote} == {date(2024, 3, d) for d in (2, 3, 4)}
 
 
@@ -356,12 +372,12 @@ def test_two_publishes_at_once_send_each_change_once(setup: Setup) -> None:
 
 def test_a_failed_job_keeps_the_changes_for_the_next_run(setup: Setup) -> None:
     published_base(setup)
-    before = setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper")
+    before = setup.files.read(setup.emulator.site_dir(SITE) / f"{NAME}.hyper")
     some_changes(setup, 1)
     setup.emulator.faults.fail_next_job("backgrounder out of disk")
     with pytest.raises(PublishError, match="backgrounder out of disk"):
         setup.publish()
-    assert setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper") == before
+    assert setup.files.read(setup.emulator.site_dir(SITE) / f"{NAME}.hyper") == before
     assert len(Outbox(setup.database).changes()) == 3
     setup.emulator.faults.fail_next_job("")  # failed without notes, as real servers do
     with pytest.raises(PublishError) as quiet:
@@ -386,13 +402,13 @@ from hyper_assets.tableau.publish import Publisher
 
 url, database, secret = sys.argv[1:]
 tableau = TableauServerResource(
-    server_url=url, token_name="ci", token_secret=secret, max_retries=10_000,
+    server_url=url, site="analytics", token_name="ci", token_secret=secret, max_retries=10_000,
     retry_initial_delay_seconds=0.05, retry_max_delay_seconds=0.1,
     retry_max_total_seconds=600, job_poll_initial_seconds=0.02, job_poll_max_seconds=0.1,
 )
 with tableau.client() as client:
     publisher = Publisher(
-        database, HyperResource(), client, "Sales", "default", max_payload_bytes=200_000
+        database, HyperResource(), client, "Sales", "Default", max_payload_bytes=200_000
     )
     publisher.publish()
 """
@@ -434,7 +450,7 @@ def test_kill_9_between_two_batches_then_a_rerun(setup: Setup) -> None:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
     faults.clear()
-    remote = setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper")["Extract.events"]
+    remote = setup.files.read(setup.emulator.site_dir(SITE) / f"{NAME}.hyper")["Extract.events"]
     assert 1 < len(remote) < 60_001  # batch 1 applied, not batch 2
 
     resumed = setup.publish()
@@ -525,3 +541,28 @@ def test_the_publish_op_in_a_job(setup: Setup) -> None:
     assert metadata["publish"].value == "update"
     assert metadata["batches"].value == 1
     setup.assert_equal()
+
+
+def test_a_project_path_publishes_into_that_nested_project(setup: Setup) -> None:
+    tsc = TSC.Server(setup.emulator.url, use_server_version=True)
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth("raw", "raw-secret", site_id=SITE))
+    top = tsc.projects.create(TSC.ProjectItem("Retail"))
+    tsc.projects.create(TSC.ProjectItem("EMEA", parent_id=top.id))
+    tsc.projects.create(TSC.ProjectItem("EMEA"))  # the same name at the top level
+    tsc.auth.sign_out()
+    setup.publish_options = {"project": "Retail/EMEA"}
+    setup.write("products")
+    assert setup.publish()["publish"] == "full"
+    setup.assert_equal()
+    assert setup.remote().parent.name == "EMEA" and not list(
+        setup.emulator.site_dir(SITE).glob("*.hyper")
+    )
+    setup.world.products = [(1, "green tea")]
+    setup.write("products")
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()
+
+    setup.publish_options = {"project": "EMEA"}
+    with pytest.raises(AmbiguousProjectError) as several:
+        setup.publish()
+    assert several.value.candidates == ["EMEA", "Retail/EMEA"]
