@@ -25,7 +25,7 @@ from types import TracebackType
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import JobRunner
 from hyper_assets.emulator.server import Api, RequestHandler
-from hyper_assets.emulator.sessions import Sessions
+from hyper_assets.emulator.sessions import ConnectedApp, Sessions
 from hyper_assets.emulator.store import Site, Sites, UploadStore
 from hyper_assets.errors import EmulatorConfigError
 from hyper_assets.process import SharedHyper
@@ -48,6 +48,7 @@ class Emulator:
         hyper: SharedHyper | None = None,
         api_version: str = DEFAULT_API_VERSION,
         sites: Sequence[str] = ("",),
+        connected_apps: Sequence[ConnectedApp] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         if not self.data_dir.is_dir():
@@ -60,7 +61,7 @@ class Emulator:
         self.faults = Faults()
         self._own_hyper = hyper is None
         self._hyper = hyper or SharedHyper()
-        self._sessions = Sessions(self.tokens)
+        self._sessions = Sessions(self.tokens, list(connected_apps))
         if not sites:
             raise EmulatorConfigError('host at least one site; "" is the default site.')
         self._sites = Sites(self.data_dir, list(sites))
@@ -150,4 +151,10 @@ class Emulator:
         self.stop()
 
 
-__all__ = ["DEFAULT_API_VERSION", "DEFAULT_MAX_PAYLOAD_BYTES", "Emulator", "Faults"]
+__all__ = [
+    "DEFAULT_API_VERSION",
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "ConnectedApp",
+    "Emulator",
+    "Faults",
+]

@@ -1,8 +1,9 @@
-"""Update jobs: queued by the PATCH data endpoint, run one at a time by a worker thread.
+"""Jobs, run one at a time by a worker thread: update jobs and asynchronous publishes.
 
-A job applies its batch through `apply_batch` while holding the data source's lock, then
-deletes its payload. A `RequestID` seen within 24 hours returns the job it first created
-instead of queuing the batch again.
+An update job (queued by the PATCH data endpoint) applies its batch through `apply_batch`
+while holding the data source's lock; a publish job (`asJob=true`) moves the uploaded
+file in. Either deletes its file when it ends. A `RequestID` seen within 24 hours returns
+the job it first created instead of queuing the batch again.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 REQUEST_ID_TTL = timedelta(hours=24)
 SUCCESS, FAILED, CANCELLED = 0, 1, 2
+UPDATE, PUBLISH = "UpdateUploadedFile", "PublishDatasource"
+Progress = Callable[[int, int], None]
 
 
 def _now() -> datetime:
@@ -39,10 +42,11 @@ def _now() -> datetime:
 class Job:
     id: str
     site_id: str
-    datasource: Datasource
-    connection_id: str
-    actions: list[Action]
-    payload: Path | None
+    type: str  # UPDATE or PUBLISH
+    work: Callable[[Progress], Datasource]  # runs the job; the data source it changed
+    file: Path | None  # the payload or the published file, deleted when the job ends
+    datasource: Datasource | None = None  # a publish job's is known once it has run
+    connection_id: str = ""
     created_at: datetime = field(default_factory=_now)
     started_at: datetime | None = None
     completed_at: datetime | None = None
@@ -52,7 +56,7 @@ class Job:
 
 
 class JobRunner:
-    """Queues update jobs and runs them on one worker thread."""
+    """Queues jobs and runs them on one worker thread."""
 
     def __init__(self, endpoint: Callable[[], Endpoint], faults: Faults) -> None:
         self._endpoint = endpoint
@@ -84,7 +88,7 @@ class JobRunner:
                 return None
             return seen[0]
 
-    def submit(
+    def submit_update(
         self,
         site_id: str,
         request_id: str,
@@ -93,10 +97,26 @@ class JobRunner:
         actions: list[Action],
         payload: Path | None,
     ) -> Job:
-        job = Job(str(uuid.uuid4()), site_id, datasource, connection_id, actions, payload)
+        def work(progress: Progress) -> Datasource:
+            with datasource.lock:
+                endpoint = self._endpoint()
+                apply_batch(endpoint, datasource.path, payload, actions, on_progress=progress)
+            return datasource
+
+        job = Job(str(uuid.uuid4()), site_id, UPDATE, work, payload, datasource, connection_id)
+        with self._lock:
+            self._request_ids[(site_id, request_id)] = (job, job.created_at)
+        return self._queue_job(job)
+
+    def submit_publish(self, site_id: str, publish: Callable[[], Datasource], staged: Path) -> Job:
+        """Run `publish` (which moves `staged` in) as a job, as `asJob=true` asks."""
+        return self._queue_job(
+            Job(str(uuid.uuid4()), site_id, PUBLISH, lambda progress: publish(), staged)
+        )
+
+    def _queue_job(self, job: Job) -> Job:
         with self._lock:
             self._jobs[job.id] = job
-            self._request_ids[(site_id, request_id)] = (job, job.created_at)
         self._queue.put(job)
         return job
 
@@ -127,14 +147,14 @@ class JobRunner:
             while not self._faults.wait_until_jobs_may_run(timeout=0.2):
                 pass
             with self._lock:
-                if job.completed_at is not None:
-                    continue
-                job.started_at = _now()
+                cancelled = job.completed_at is not None
+                job.started_at = job.started_at if cancelled else _now()
             try:
-                self._run(job)
+                if not cancelled:
+                    self._run(job)
             finally:
-                if job.payload is not None:
-                    job.payload.unlink(missing_ok=True)
+                if job.file is not None:
+                    job.file.unlink(missing_ok=True)
 
     def _run(self, job: Job) -> None:
         def progress(done: int, total: int) -> None:
@@ -145,18 +165,13 @@ class JobRunner:
         try:
             if injected is not None:
                 raise HyperAssetsError(injected)
-            with job.datasource.lock:
-                apply_batch(
-                    self._endpoint(),
-                    job.datasource.path,
-                    job.payload,
-                    job.actions,
-                    on_progress=progress,
-                )
+            job.datasource = job.work(progress)
+        except RestApiError as err:  # a refused publish: the server's own words
+            finish, notes = FAILED, err.detail
         except HyperAssetsError as err:
             finish, notes = FAILED, str(err)
         except Exception as err:  # the job must end and report, whatever went wrong
-            log.exception("update job %s failed unexpectedly", job.id)
+            log.exception("%s job %s failed unexpectedly", job.type, job.id)
             finish, notes = FAILED, f"Internal error: {err}"
         with self._lock:
             # A real server ends a failed job at progress 100 too.

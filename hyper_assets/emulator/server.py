@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from hyper_assets.emulator.faults import Faults
-from hyper_assets.emulator.jobs import Job, JobRunner
+from hyper_assets.emulator.jobs import UPDATE, Job, JobRunner
 from hyper_assets.emulator.sessions import Session, Sessions
 from hyper_assets.emulator.store import Datasource, Project, Site, Sites, UploadStore
 from hyper_assets.emulator.wire import (
@@ -80,28 +80,40 @@ class Route:
     pattern: re.Pattern[str]
     handler: str
     auth: bool = True
+    scope: str = ""  # what a Connected App JWT must grant (the emulator's reading of the scopes)
 
 
-def _route(method: str, pattern: str, handler: str, *, auth: bool = True) -> Route:
-    return Route(method, re.compile(pattern, re.IGNORECASE), handler, auth)
+def _route(method: str, pattern: str, handler: str, scope: str = "", auth: bool = True) -> Route:
+    return Route(method, re.compile(pattern, re.IGNORECASE), handler, auth, scope)
 
 
+READ = "tableau:content:read"
 ROUTES = [
     _route("GET", API + r"/serverinfo", "server_info", auth=False),
     _route("POST", API + r"/auth/signin", "sign_in", auth=False),
     _route("POST", API + r"/auth/signout", "sign_out"),
-    _route("GET", SITE + r"/projects", "list_projects"),
-    _route("POST", SITE + r"/projects", "create_project"),
-    _route("GET", SITE + r"/datasources", "list_datasources"),
-    _route("POST", SITE + r"/datasources", "publish"),
-    _route("GET", DS, "get_datasource"),
-    _route("GET", DS + r"/connections", "list_connections"),
-    _route("PATCH", DS + r"/data", "update_data"),
-    _route("PATCH", DS + r"/connections/(?P<conn>[^/]+)/data", "update_data"),
-    _route("POST", SITE + r"/fileUploads", "initiate_upload"),
-    _route("PUT", SITE + r"/fileUploads/(?P<upload>[^/]+)", "append_upload"),
-    _route("GET", SITE + r"/jobs/(?P<job>[^/]+)", "get_job"),
-    _route("PUT", SITE + r"/jobs/(?P<job>[^/]+)", "cancel_job"),
+    _route("GET", SITE + r"/projects", "list_projects", READ),
+    _route("POST", SITE + r"/projects", "create_project", "tableau:projects:create"),
+    _route("GET", SITE + r"/datasources", "list_datasources", READ),
+    _route("POST", SITE + r"/datasources", "publish", "tableau:datasources:create"),
+    _route("GET", DS, "get_datasource", READ),
+    _route("GET", DS + r"/connections", "list_connections", READ),
+    _route("PATCH", DS + r"/data", "update_data", "tableau:datasources:update"),
+    _route(
+        "PATCH",
+        DS + r"/connections/(?P<conn>[^/]+)/data",
+        "update_data",
+        "tableau:datasources:update",
+    ),
+    _route("POST", SITE + r"/fileUploads", "initiate_upload", "tableau:file_uploads:create"),
+    _route(
+        "PUT",
+        SITE + r"/fileUploads/(?P<upload>[^/]+)",
+        "append_upload",
+        "tableau:file_uploads:create",
+    ),
+    _route("GET", SITE + r"/jobs/(?P<job>[^/]+)", "get_job", "tableau:jobs:read"),
+    _route("PUT", SITE + r"/jobs/(?P<job>[^/]+)", "cancel_job", "tableau:jobs:update"),
 ]
 
 
@@ -142,6 +154,14 @@ class Api:
             route = self._resolve(request)
             if route.auth:
                 request.session = self.sessions.check(headers.get("X-Tableau-Auth"))
+                if route.scope and not request.session.allows(route.scope):
+                    raise RestApiError(
+                        403,
+                        "403000",
+                        "Forbidden",
+                        f"The connected app's JWT grants no scope {route.scope!r} (nor "
+                        f"{route.scope.rpartition(':')[0]}:*), which {method} {path} needs.",
+                    )
                 site_id = request.groups.get("site")
                 if site_id is not None:
                     request.site = self._session_site(request.session, site_id)
@@ -199,15 +219,12 @@ class Api:
     def sign_in(self, request: Request) -> Reply:
         if "json" in (request.headers.get("Content-Type") or ""):
             credentials = parse_json(request.body).get("credentials", {})
-            name = credentials.get("personalAccessTokenName")
-            secret = credentials.get("personalAccessTokenSecret")
+            attrs: Mapping[str, str] = credentials
             content_url = credentials.get("site", {}).get("contentUrl", "")
         else:
             element = parse_xml(request.body).find(".//credentials")
-            attrs: Mapping[str, str] = element.attrib if element is not None else {}
+            attrs = element.attrib if element is not None else {}
             site = element.find("site") if element is not None else None
-            name = attrs.get("personalAccessTokenName")
-            secret = attrs.get("personalAccessTokenSecret")
             content_url = site.get("contentUrl", "") if site is not None else ""
         site = self.sites.by_content_url(content_url or "")
         if site is None:
@@ -218,7 +235,11 @@ class Api:
                 f"Error signing in to Tableau Server: there is no site with content URL "
                 f"{content_url!r}.",
             )
-        session = self.sessions.sign_in(name, secret, site.id)
+        if attrs.get("jwt"):
+            session = self.sessions.sign_in_jwt(attrs["jwt"], site.id)
+        else:
+            name, secret = (attrs.get(f"personalAccessToken{k}") for k in ("Name", "Secret"))
+            session = self.sessions.sign_in(name, secret, site.id)
         credentials_node = Node(
             "credentials",
             {"token": session.token},
@@ -291,9 +312,9 @@ class Api:
         query = request.query
         if query.get("datasourceType", "hyper").lower() != "hyper":
             raise bad_request("the emulator publishes .hyper files only (datasourceType=hyper)")
-        if _flag(query, "append") or _flag(query, "asJob"):
+        if _flag(query, "append"):
             raise bad_request(
-                "append and asJob publishing are not emulated; publish with createnew or overwrite"
+                "append publishing is not emulated; publish with createnew or overwrite"
             )
         parts = parse_multipart(request.body, request.headers.get("Content-Type") or "")
         site = request.on_site
@@ -307,8 +328,23 @@ class Api:
             staged.write_bytes(parts["tableau_datasource"])
         else:
             raise bad_request("send the file as a tableau_datasource part or give uploadSessionId")
+        overwrite = _flag(query, "overwrite")
+        if _flag(query, "asJob"):
+            try:
+                site.check_publish(name, project, overwrite)  # refused before queuing
+            except RestApiError:
+                staged.unlink(missing_ok=True)
+                raise
+            job = self.jobs.submit_publish(
+                site.id, lambda: site.publish(name, project, staged, overwrite), staged
+            )
+            queued = _job_node(job)
+            # As recorded from a real server: the 202 carries finishCode="1" while queued;
+            # only completedAt says that a job has ended.
+            queued.attrs["finishCode"], queued.children = "1", []
+            return Reply(202, [queued])
         try:
-            datasource = site.publish(name, project, staged, overwrite=_flag(query, "overwrite"))
+            datasource = site.publish(name, project, staged, overwrite)
         finally:
             staged.unlink(missing_ok=True)  # moved in by a publish, left over by a refusal
         return Reply(201, [_datasource_node(request, datasource)])
@@ -356,7 +392,9 @@ class Api:
             if size > self.max_payload_bytes:
                 raise _too_large(size, self.max_payload_bytes)
             payload = self.uploads.consume(session_id, f"the update with RequestID {request_id!r}")
-        job = self.jobs.submit(site.id, request_id, datasource, connection_id, actions, payload)
+        job = self.jobs.submit_update(
+            site.id, request_id, datasource, connection_id, actions, payload
+        )
         return Reply(202, [_job_node(job)])
 
     def get_job(self, request: Request) -> Reply:
@@ -487,7 +525,7 @@ def _job_node(job: Job) -> Node:
     attrs = {
         "id": job.id,
         "mode": "Asynchronous",
-        "type": "UpdateUploadedFile",
+        "type": job.type,
         "progress": str(job.progress),
         "createdAt": stamp(job.created_at),
     }
@@ -496,16 +534,17 @@ def _job_node(job: Job) -> Node:
     if job.completed_at is not None:
         attrs["completedAt"] = stamp(job.completed_at)
         attrs["finishCode"] = str(job.finish_code)
-    # As recorded from real servers: the notes sit inside the job-type element.
-    detail = Node(
-        "updateUploadedFileJob",
-        children=[
-            Node("datasource", {"id": job.datasource.id, "name": job.datasource.name}),
-            Node("connectionLuid", text=job.connection_id),
-            *([Node("notes", text=job.notes)] if job.notes else []),
-        ],
-    )
-    return Node("job", attrs, [detail])
+    # As recorded from real servers: the notes sit inside the job-type element
+    # (`publishDatasourceJob` is the emulator's name: no recording shows a publish job's).
+    children = []
+    if job.datasource is not None:
+        children.append(Node("datasource", {"id": job.datasource.id, "name": job.datasource.name}))
+    if job.type == UPDATE:
+        children.append(Node("connectionLuid", text=job.connection_id))
+    if job.notes:
+        children.append(Node("notes", text=job.notes))
+    element = "updateUploadedFileJob" if job.type == UPDATE else "publishDatasourceJob"
+    return Node("job", attrs, [Node(element, children=children)])
 
 
 class RequestHandler(BaseHTTPRequestHandler):

@@ -185,8 +185,9 @@ class Site:
                 raise not_found("404011", f"Data source {ds_id!r} could not be found.")
             return self._datasources[ds_id]
 
-    def publish(self, name: str, project: Project, staged: Path, overwrite: bool) -> Datasource:
-        """Move `staged` (a file in the data dir) to the project's `<name>.hyper`, atomically."""
+    def check_publish(self, name: str, project: Project, overwrite: bool) -> list[Datasource]:
+        """The data source a publish would replace (if any); a name a publish cannot use,
+        or an existing one without `overwrite`, is refused."""
         path = project.directory / f"{check_name(name)}.hyper"
         if path.resolve().parent != project.directory.resolve():
             raise bad_request(f"data source name {name!r} would leave the data directory.")
@@ -202,6 +203,12 @@ class Site:
                 f"A data source named {name!r} already exists in project "
                 f"{'/'.join(project.path)!r}; publish with overwrite=true to replace it.",
             )
+        return existing
+
+    def publish(self, name: str, project: Project, staged: Path, overwrite: bool) -> Datasource:
+        """Move `staged` (a file in the data dir) to the project's `<name>.hyper`, atomically."""
+        existing = self.check_publish(name, project, overwrite)
+        path = project.directory / f"{name}.hyper"
         project.directory.mkdir(parents=True, exist_ok=True)
         if existing:
             with existing[0].lock:

@@ -3,7 +3,7 @@
     tableau = TableauServerResource(
         server_url="https://tableau.example.com", site="sales",
         token_name="ci", token_secret=dagster.EnvVar("TABLEAU_TOKEN_SECRET"),
-    )
+    )  # or connected_app_client_id=.., connected_app_secret_id=.., .._secret_value, username
     with tableau.client() as client:
         project = client.project("Finance/Reports")
         source = client.publish_file("sales.hyper", "Sales", project.id, overwrite=True)
@@ -64,6 +64,7 @@ from hyper_assets.errors import (
     UnexpectedReplyError,
 )
 from hyper_assets.tableau.actions import Action, batch_to_json
+from hyper_assets.tableau.connected_app import PUBLISH_SCOPES, connected_app_jwt
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,10 @@ OCTETS = "application/octet-stream"
 UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 UploadProgress = Callable[[int, int], None]  # (bytes uploaded, file size)
+BATCH_ADVICE = (
+    "An update batch is atomic, so the data source is unchanged: fix the cause and send the "
+    "batch again with a new RequestID (the same one returns this job for 24 hours)."
+)
 T = TypeVar("T")
 
 
@@ -125,13 +130,32 @@ class TableauServerResource(ConfigurableResource):
 
     server_url: str = Field(description="Base URL, e.g. https://tableau.example.com.")
     site: str = Field(default="", description='Site content URL; "" is the default site.')
-    token_name: str = Field(description="Personal access token name.")
-    token_secret: str = Field(repr=False, description="Token secret: pass dagster.EnvVar(..).")
+    token_name: str = Field(default="", description="Personal access token name.")
+    token_secret: str = Field(
+        default="", repr=False, description="Token secret: pass dagster.EnvVar(..)."
+    )
+    connected_app_client_id: str = Field(default="", description="Connected App (direct trust).")
+    connected_app_secret_id: str = Field(default="", description="The app secret's id.")
+    connected_app_secret_value: str = Field(
+        default="", repr=False, description="The app secret's value: pass dagster.EnvVar(..)."
+    )
+    username: str = Field(default="", description="The user a Connected App acts as.")
+    scopes: list[str] = Field(
+        default_factory=lambda: list(PUBLISH_SCOPES),
+        description="What a Connected App's JWT grants: by default what a publish calls.",
+    )
     api_version: str | None = Field(default=None, description="Default: the server's.")
     verify_tls: bool = Field(default=True, description="Verify the server's certificate.")
     connect_timeout_seconds: float = 10.0
     timeout_seconds: float = Field(default=300.0, description="Read/write timeout per request.")
-    upload_chunk_bytes: int = 50 * MEGABYTE
+    upload_chunk_bytes: int = Field(
+        default=50 * MEGABYTE, description="Files are read and uploaded this much at a time."
+    )
+    publish_as_job_bytes: int = Field(
+        default=64 * MEGABYTE,
+        description="Whole-file publishes above this run as a server job (asJob=true), polled "
+        "to the end, as Tableau's own client does above 64 MB.",
+    )
     max_retries: int = Field(default=5, description="Retries per request (0: none).")
     retry_initial_delay_seconds: float = 0.5
     retry_max_delay_seconds: float = 30.0
@@ -239,24 +263,42 @@ class TableauClient:
         return self._version
 
     def sign_in(self) -> None:
-        """Sign in with the personal access token (done on first use, and again on 401)."""
+        """Sign in with the personal access token, or a fresh Connected App JWT (done on
+        first use, and again on 401: a JWT lives minutes, a session hours)."""
         config = self._config
-        credentials = {
-            "personalAccessTokenName": config.token_name,
-            "personalAccessTokenSecret": _plain(config.token_secret),
-            "site": {"contentUrl": config.site},
-        }
+        if bool(config.token_name) == bool(config.connected_app_client_id):
+            raise ConfigurationError(
+                "Configure one way to sign in to Tableau: token_name and token_secret (a "
+                "personal access token), or connected_app_client_id, connected_app_secret_id, "
+                "connected_app_secret_value and username (a Connected App)."
+            )
+        if config.token_name:
+            who = f"token {config.token_name!r}"
+            credentials: dict[str, Any] = {
+                "personalAccessTokenName": config.token_name,
+                "personalAccessTokenSecret": _plain(config.token_secret, "the token secret"),
+            }
+        else:
+            who = f"connected app {config.connected_app_client_id!r} as {config.username!r}"
+            jwt = connected_app_jwt(
+                config.connected_app_client_id,
+                _plain(config.connected_app_secret_id, "the connected app's secret id"),
+                _plain(config.connected_app_secret_value, "the connected app's secret value"),
+                config.username,
+                config.scopes,
+            )
+            credentials = {"jwt": jwt}
+        credentials["site"] = {"contentUrl": config.site}
         url = f"/api/{self.api_version}/auth/signin"
         response = self._transport.send(
             "POST", url, repeatable=True, json={"credentials": credentials}
         )
-        call = f"sign-in to site {config.site!r} as token {config.token_name!r}"
         self._token, self._site_id = _body(
             response,
-            call,
+            f"sign-in to site {config.site!r} with {who}",
             lambda reply: (reply["credentials"]["token"], reply["credentials"]["site"]["id"]),
         )
-        log.info("Signed in to Tableau site %r with token %r", config.site, config.token_name)
+        log.info("Signed in to Tableau site %r with %s", config.site, who)
 
     def close(self) -> None:
         """Sign out (if signed in) and close the connections."""
@@ -387,8 +429,12 @@ class TableauClient:
     ) -> DataSource:
         """Publish a whole `.hyper` file as data source `name`, uploaded in chunks.
 
-        Without `overwrite`, an existing `name` raises `DataSourceExistsError`.
+        Without `overwrite`, an existing `name` raises `DataSourceExistsError`. A file
+        larger than `publish_as_job_bytes` is published as a server job (`asJob=true`),
+        which is polled to its end: a long synchronous publish runs into request timeouts.
         """
+        size = Path(path).stat().st_size
+        as_job = size > self._config.publish_as_job_bytes
         session_id = self.upload_file(path, on_progress)
         request = (
             f"<tsRequest><datasource name={quoteattr(name)}>"
@@ -396,13 +442,14 @@ class TableauClient:
         )
         mode = "true" if overwrite else "false"
         params = {"uploadSessionId": session_id, "datasourceType": "hyper", "overwrite": mode}
+        params |= {"asJob": "true"} if as_job else {}
         parts = [("request_payload", "text/xml", request.encode())]
         try:
-            source = self._call(
+            sent = self._call(
                 "POST",
                 f"publish of {name!r}",
                 ["datasources"],
-                read=lambda reply: _datasource(reply["datasource"]),
+                read=_job if as_job else lambda reply: _datasource(reply["datasource"]),
                 repeatable=False,
                 params=params,
                 **_multipart(parts),
@@ -414,7 +461,32 @@ class TableauClient:
                 f"{err} Look it up with find_datasource(), or publish again with overwrite=True.",
                 maybe_applied=True,
             ) from err
+        source = self._finish_publish(sent, name, project_id) if isinstance(sent, Job) else sent
         log.info("Published %s as data source %r (%s)", Path(path).name, name, source.id)
+        return source
+
+    def _finish_publish(self, job: Job, name: str, project_id: str) -> DataSource:
+        """Wait for a publish job, logging its progress; the data source it published."""
+        log.info("Publishing %r runs as Tableau job %s", name, job.id)
+        shown = [-1]
+
+        def report(polled: Job) -> None:
+            if polled.progress != shown[0]:
+                shown[0] = polled.progress
+                log.info("Publish job %s: %d%%", polled.id, polled.progress)
+
+        self.wait_for_job(
+            job.id, on_progress=report, advice="The data source was not replaced: publish again."
+        )
+        source = self.find_datasource(name, project_id)
+        if source is None:
+            raise TableauJobError(
+                f"Tableau publish job {job.id} succeeded, but project {project_id} has no data "
+                f"source {name!r}: look the job up on the site's Jobs page ({self.jobs_page}).",
+                job_id=job.id,
+                finish_code=0,
+                notes=None,
+            )
         return source
 
     # --- uploads, data updates and jobs -------------------------------------------------------
@@ -447,19 +519,27 @@ class TableauClient:
         self, session_id: str, path: Path, on_progress: UploadProgress | None
     ) -> None:
         done, total = 0, path.stat().st_size
+        buffer = bytearray(self._config.upload_chunk_bytes)  # one buffer, refilled per chunk
         with path.open("rb") as file:
-            while chunk := file.read(self._config.upload_chunk_bytes):
+            while size := file.readinto(buffer):
+                chunk = memoryview(buffer)[:size]
                 parts = [("request_payload", "text/xml", b""), ("tableau_file", OCTETS, chunk)]
-                segments = ["fileUploads", session_id]
-                self._call(
-                    "PUT",
-                    f"upload of {path.name}",
-                    segments,
-                    read=lambda reply: reply["fileUpload"],
-                    repeatable=False,
-                    **_multipart(parts),
-                )
-                done += len(chunk)
+                body = _multipart(parts)
+                try:
+                    self._call(
+                        "PUT",
+                        f"upload of {path.name}",
+                        ["fileUploads", session_id],
+                        read=lambda reply: reply["fileUpload"],
+                        repeatable=False,
+                        **body,
+                    )
+                finally:
+                    # httpx's request objects sit in reference cycles until the garbage
+                    # collector runs: emptying the body releases the buffer's view now.
+                    body["content"].clear()
+                    chunk.release()
+                done += size
                 log.debug("Uploaded %d of %d bytes of %s", done, total, path.name)
                 if on_progress is not None:
                     on_progress(done, total)
@@ -505,8 +585,15 @@ class TableauClient:
             "PUT", f"cancel of job {job_id}", ["jobs", job_id], read=_nothing, repeatable=False
         )
 
-    def wait_for_job(self, job_id: str, *, on_progress: Callable[[Job], None] | None = None) -> Job:
-        """Poll until the job completes; it if it succeeded, else raise with its notes."""
+    def wait_for_job(
+        self,
+        job_id: str,
+        *,
+        on_progress: Callable[[Job], None] | None = None,
+        advice: str = BATCH_ADVICE,
+    ) -> Job:
+        """Poll until the job completes; it if it succeeded, else raise with its notes and
+        `advice` (by default: what to do about a failed update batch)."""
         config = self._config
         deadline = time.monotonic() + config.job_timeout_seconds
         delay = config.job_poll_initial_seconds
@@ -537,9 +624,7 @@ class TableauClient:
             f"({self.jobs_page}) or in the server's backgrounder logs"
         )
         raise (TableauJobCancelledError if cancelled else TableauJobError)(
-            f"Tableau job {job_id} {outcome}. {cause}. An update batch is atomic, so the data "
-            "source is unchanged: fix the cause and send the batch again with a new RequestID "
-            "(the same one returns this job for 24 hours).",
+            f"Tableau job {job_id} {outcome}. {cause}. {advice}",
             job_id=job_id,
             finish_code=job.finish_code,
             notes=job.notes,
@@ -549,13 +634,13 @@ class TableauClient:
 # --- wire helpers ------------------------------------------------------------------------------
 
 
-def _plain(secret: str) -> str:
+def _plain(secret: str, what: str) -> str:
     """The secret; an `EnvVar` used outside a Dagster run is read from the environment."""
     if not isinstance(secret, EnvVar):
         return secret
     if not (value := secret.get_value()):
         raise ConfigurationError(
-            f"The environment variable {secret.env_var_name} (the token secret) is not set."
+            f"The environment variable {secret.env_var_name} ({what}) is not set."
         )
     return value
 
@@ -651,7 +736,8 @@ def _nothing(reply: Any) -> None:
 HINTS = {
     400: "Tableau could not use the request; the detail names what to fix.",
     401: "Check the personal access token name and secret and the site content URL; a token "
-    "expires after 15 days unused, or when it is regenerated or revoked.",
+    "expires after 15 days unused, or when it is regenerated or revoked. A Connected App: "
+    "check its client id, secret id and value, that it is enabled, and the username.",
     403: "The token's user lacks a permission this needs (publishing, or the project).",
     404: "Check the name or id: it does not exist on this site (any more).",
     409: "It conflicts with the server's state: an upload can be used once, upload again.",
@@ -688,7 +774,7 @@ def _maybe_applied(err: TableauConnectionError | TableauRequestError) -> bool:
     return err.status >= 500 and err.status != 503
 
 
-def _multipart(parts: list[tuple[str, str, bytes]]) -> dict[str, Any]:
+def _multipart(parts: list[tuple[str, str, bytes | memoryview]]) -> dict[str, Any]:
     """`content` and `headers` of a `multipart/mixed` body of (name, type, bytes) parts.
 
     The content is a list of pieces, so a chunk is sent without being copied.

@@ -17,7 +17,7 @@ from tableauhyperapi import (
     TableName,
 )
 
-from hyper_assets.emulator import Emulator
+from hyper_assets.emulator import ConnectedApp, Emulator
 from hyper_assets.process import SharedHyper
 
 Column = TableDefinition.Column
@@ -74,6 +74,7 @@ def hyper_files(hyper: SharedHyper) -> HyperFiles:
 
 TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"
 SITE = "analytics"  # tests run on a site with a content URL, as on Tableau Cloud
+APP = ConnectedApp("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")
 RAW_TOKEN = ("raw", "raw-secret")  # a second token, so an httpx session and TSC coexist
 
 
@@ -88,6 +89,7 @@ def emulator(tmp_path: Path, hyper: SharedHyper) -> Iterator[Emulator]:
         hyper=hyper,
         max_payload_bytes=2**20,
         sites=("", SITE),
+        connected_apps=[APP],
     ) as running:
         yield running
 

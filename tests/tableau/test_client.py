@@ -5,20 +5,25 @@ Every publish and update is checked by reading the emulator's stored `.hyper` ba
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import httpx
 import pytest
 import tableauserverclient as TSC
 from tableauhyperapi import SqlType, TableDefinition
 
-from hyper_assets.emulator import Emulator
+from hyper_assets.emulator import ConnectedApp, Emulator
 from hyper_assets.errors import (
     AmbiguousProjectError,
     ConfigurationError,
@@ -34,12 +39,15 @@ from hyper_assets.errors import (
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
 from hyper_assets.tableau.client import Job, Project, TableauClient, TableauServerResource
+from hyper_assets.tableau.connected_app import b64url, connected_app_jwt, signature
 
 Column = TableDefinition.Column
 COLUMNS = [Column("id", SqlType.int()), Column("label", SqlType.text())]
 TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py
 WRONG_SECRET = "wrong-secret-0xC0FFEE"
 RAW_TOKEN = ("raw", "raw-secret")  # the emulator fixture's second token
+JSON = {"Accept": "application/json"}
+APP = ConnectedApp("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")  # as conftest
 
 
 def settings(emulator: Emulator, **overrides: Any) -> TableauServerResource:
@@ -243,6 +251,113 @@ def test_sites_keep_their_own_data_and_a_session_serves_only_its_site(
         lost.project("Default")
 
 
+# --- Connected Apps ------------------------------------------------------------------------------
+
+
+def connected_app(emulator: Emulator, **overrides: Any) -> TableauServerResource:
+    app = {
+        "token_name": "",
+        "token_secret": "",
+        "connected_app_client_id": APP.client_id,
+        "connected_app_secret_id": APP.secret_id,
+        "connected_app_secret_value": APP.secret_value,
+        "username": "etl@example.com",
+    }
+    return settings(emulator, **{**app, **overrides})
+
+
+def test_a_connected_app_publishes_and_signs_in_again_with_a_fresh_jwt_on_401(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path, records: list[logging.LogRecord]
+) -> None:
+    local = sales(hyper_files, tmp_path / "s.hyper", range(2000))
+    payload = hyper_files.create(
+        tmp_path / "payload.hyper", {("Extract", "new_sales"): (COLUMNS, rows(range(10, 13)))}
+    )
+    resource = connected_app(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1)
+    with resource.client() as client:
+        # the session ends after every chunk, and before the first poll of the job
+        source = publish(client, local, "app", on_progress=lambda *_: emulator.expire_tokens())
+        emulator.faults.expire_sessions_before("GET", r"/jobs/")
+        job = client.update_data(source.id, WINDOW[1:], request_id="app-1", payload=payload)
+        assert client.wait_for_job(job.id).finish_code == 0
+    signed_in = [r.getMessage() for r in records if r.getMessage().startswith("Signed in")]
+    assert (
+        len(signed_in) >= 5 and "connected app 'app-client-id' as 'etl@example.com'" in signed_in[0]
+    )
+    expected = sorted(rows(range(2000)) + rows(range(10, 13)), key=repr)
+    assert stored(hyper_files, emulator, "app")["Extract.sales"] == expected
+    shown = [r.getMessage() for r in records] + [repr(resource), str(resource)]
+    assert not [text for text in shown if APP.secret_value in text or "eyJ" in text]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"connected_app_secret_value": "not-the-secret"}, "signature does not verify"),
+        ({"connected_app_secret_id": "other-secret"}, "unknown connected app or secret"),
+        ({"connected_app_client_id": "other-app"}, "unknown connected app or secret"),
+    ],
+)
+def test_a_wrong_connected_app_secret_is_refused(
+    emulator: Emulator, overrides: dict[str, str], message: str
+) -> None:
+    with (
+        connected_app(emulator, **overrides).client() as client,
+        pytest.raises(TableauSignInError, match=message) as refused,
+    ):
+        client.project("Default")
+    assert refused.value.code == "401001" and "Connected App" in str(refused.value)
+
+
+def test_the_emulator_checks_the_jwts_expiry_audience_and_scopes(emulator: Emulator) -> None:
+    def sign_in(jwt: str) -> httpx.Response:
+        body = {"credentials": {"jwt": jwt, "site": {"contentUrl": SITE}}}
+        return httpx.post(f"{emulator.url}/api/3.24/auth/signin", json=body, headers=JSON)
+
+    app = (APP.client_id, APP.secret_id, APP.secret_value, "etl@example.com")
+    expired = sign_in(connected_app_jwt(*app, lifetime_seconds=-5))
+    assert expired.status_code == 401 and "has expired" in expired.json()["error"]["detail"]
+    header, claims, _ = connected_app_jwt(*app).split(".")
+    wrong = json.loads(base64.urlsafe_b64decode(claims + "=="))
+    wrong["aud"] = "someone-else"
+    forged = f"{header}.{b64url(json.dumps(wrong).encode())}"
+    forged += "." + signature(forged, APP.secret_value)
+    assert "wrong audience" in sign_in(forged).json()["error"]["detail"]
+
+    reader = connected_app(emulator, scopes=["tableau:content:read"])
+    with reader.client() as client:
+        assert client.project("Default").name == "Default"
+        with pytest.raises(TableauRequestError, match="tableau:file_uploads:create") as denied:
+            client.upload_file(Path(__file__))
+    assert (denied.value.status, denied.value.code) == (403, "403000")
+    with connected_app(
+        emulator, scopes=["tableau:content:read", "tableau:file_uploads:*"]
+    ).client() as c:
+        assert c.upload_file(Path(__file__))
+
+
+def test_a_connected_apps_secret_comes_from_an_env_var_in_a_dagster_run(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_APP_SECRET", APP.secret_value)
+    resource = connected_app(emulator, connected_app_secret_value=dg.EnvVar("TEST_APP_SECRET"))
+
+    @dg.asset
+    def project_id(tableau: TableauServerResource) -> str:
+        with tableau.client() as client:
+            return client.project("Default").id
+
+    result = dg.materialize([project_id], resources={"tableau": resource})
+    assert result.output_for_node("project_id")
+    assert APP.secret_value not in repr(resource)
+
+
+def test_one_way_to_sign_in_must_be_configured(emulator: Emulator) -> None:
+    both = connected_app(emulator, token_name=TOKEN_NAME, token_secret=TOKEN_SECRET)
+    with both.client() as client, pytest.raises(ConfigurationError, match="one way to sign in"):
+        client.project("Default")
+
+
 # --- publishing ---------------------------------------------------------------------------------
 
 
@@ -283,6 +398,30 @@ def test_a_file_is_uploaded_in_several_chunks(
     assert len(progress) == 5 and progress[-1] == (size, size)
     assert (emulator.site_dir(SITE) / "chunked.hyper").read_bytes() == local.read_bytes()
     assert stored(hyper_files, emulator, "chunked") == hyper_files.read(local)
+
+
+def test_a_file_above_the_threshold_is_published_as_a_job_polled_to_its_end(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path, records: list[logging.LogRecord]
+) -> None:
+    first = sales(hyper_files, tmp_path / "v1.hyper", range(3))
+    second = sales(hyper_files, tmp_path / "v2.hyper", range(7, 9), extra=False)
+    with settings(emulator, publish_as_job_bytes=first.stat().st_size - 1).client() as client:
+        created = publish(client, first, "big")
+        assert stored(hyper_files, emulator, "big") == hyper_files.read(first)
+        messages = [r.getMessage() for r in records]
+        assert any("runs as Tableau job" in m for m in messages)
+        assert any(m.startswith("Publish job ") and m.endswith(": 100%") for m in messages)
+        with pytest.raises(DataSourceExistsError):  # refused before a job is queued
+            publish(client, second, "big")
+        emulator.faults.fail_next_job("backgrounder out of disk")
+        with pytest.raises(TableauJobError, match=r"out of disk.*publish again") as failed:
+            publish(client, second, "big", overwrite=True)
+        assert failed.value.finish_code == 1
+        assert stored(hyper_files, emulator, "big") == hyper_files.read(first)
+        assert publish(client, second, "big", overwrite=True).id == created.id
+    assert stored(hyper_files, emulator, "big") == hyper_files.read(second)
+    leftovers = [p for p in (emulator.data_dir / ".emulator").rglob("*") if p.is_file()]
+    assert leftovers == []
 
 
 def test_a_503_during_upload_is_retried(
@@ -463,3 +602,44 @@ def test_an_unreachable_server_is_a_connection_error(emulator: Emulator) -> None
     ):
         c.project("Default")
     assert not lost.value.maybe_applied
+
+
+PUBLISH_AND_REPORT_PEAK = """
+import resource, sys
+from hyper_assets.tableau.client import TableauServerResource
+
+url, path, chunk = sys.argv[1:]
+tableau = TableauServerResource(
+    server_url=url, site="analytics", token_name="ci", token_secret="s3cret-tøken",
+    upload_chunk_bytes=int(chunk), timeout_seconds=600, job_poll_initial_seconds=0.05,
+)
+with tableau.client() as client:
+    client.publish_file(path, "huge", client.project("Default").id, overwrite=True)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+@pytest.mark.slow
+def test_a_publish_of_several_gigabytes_keeps_the_clients_memory_flat(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Peak RSS of a client process publishing 256 MB and 3 GB (both as jobs) is the same,
+    within a chunk: the file is read and sent a chunk at a time."""
+    chunk = 50 * 2**20  # the default
+    peaks = {}
+    for size in (256 * 2**20, 3 * 2**30):
+        path = tmp_path / f"{size}.hyper"
+        with path.open("wb") as file:  # sparse: costs no disk until uploaded
+            file.truncate(size)
+        child = subprocess.run(
+            [sys.executable, "-c", PUBLISH_AND_REPORT_PEAK, emulator.url, str(path), str(chunk)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=True,
+        )
+        peaks[size] = int(child.stdout.split()[-1])
+        assert emulator.datasource_file("huge", "Default", SITE).stat().st_size == size
+        path.unlink()
+    small, big = peaks.values()
+    assert big - small < chunk, f"peak RSS {small / 2**20:.0f} MB vs {big / 2**20:.0f} MB"

@@ -313,3 +313,24 @@ def test_publish_update_and_jobs_in_a_nested_project_on_a_site(
     stored = emulator.site_dir(SITE) / "projects" / "Finance" / "Reports" / "ledger.hyper"
     assert stored == emulator.datasource_file("ledger", "Finance/Reports", SITE)
     assert hyper_files.read(stored) == {"Extract.Extract": [(1,), (2,)]}
+
+
+def test_a_publish_as_job_is_polled_by_tsc(
+    server: TSC.Server, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    cols = [Column("id", SqlType.int())]
+    first = hyper_files.create(tmp_path / "a.hyper", {("Extract", "t"): (cols, [(1,)])})
+    second = hyper_files.create(tmp_path / "b.hyper", {("Extract", "t"): (cols, [(2,)])})
+    created = publish(server, first, "async")
+    projects, _ = server.projects.get()
+    default = next(p for p in projects if p.name == "Default")
+    item = TSC.DatasourceItem(default.id, name="async")
+    emulator.faults.pause_jobs()
+    job = server.datasources.publish(item, second, "Overwrite", as_job=True)
+    assert job.type == "PublishDatasource" and job.completed_at is None
+    assert job.finish_code == 1  # as a real server's reply: queued, yet finishCode 1
+    emulator.faults.resume_jobs()
+    done = server.jobs.wait_for_job(job, timeout=60)
+    assert done.finish_code == 0 and done.datasource_id == created.id
+    stored = emulator.datasource_file("async", "Default", SITE)
+    assert hyper_files.read(stored) == {"Extract.t": [(2,)]}
