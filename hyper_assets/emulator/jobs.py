@@ -148,7 +148,8 @@ class JobRunner:
                 pass
             with self._lock:
                 cancelled = job.completed_at is not None
-                job.started_at = job.started_at if cancelled else _now()
+                if not cancelled:
+                    job.started_at = _now()
             try:
                 if not cancelled:
                     self._run(job)

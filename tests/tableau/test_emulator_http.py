@@ -427,3 +427,19 @@ def test_replies_carry_what_a_real_servers_reply_carries(
             have_children |= shape(element)[1]
         assert want_attrs <= have_attrs, (name, want_attrs - have_attrs)
         assert want_children <= have_children, (name, want_children - have_children)
+
+
+def test_projects_filter_by_name_parent_and_top_level(raw: Raw, emulator: Emulator) -> None:
+    top = emulator.add_project("Sales", SITE)
+    emea = emulator.add_project("Sales/EMEA", SITE)
+    other = emulator.add_project("Marketing/EMEA", SITE)
+
+    def ids(query: str) -> list[str]:
+        reply = raw.xml(raw.http.get(f"{raw.site}/projects", params={"filter": query}), 200)
+        return sorted(p.get("id") for p in reply.findall(".//t:project", NS))
+
+    assert ids("name:eq:EMEA") == sorted([emea, other])
+    assert ids(f"name:eq:EMEA,parentProjectId:eq:{top}") == [emea]
+    assert len(ids("topLevelProject:eq:true")) == 3  # Default, Sales, Marketing
+    refused = raw.http.get(f"{raw.site}/projects", params={"filter": "owner:eq:x"})
+    assert refused.status_code == 400 and "is not emulated" in refused.text
