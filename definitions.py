@@ -2,15 +2,16 @@
 
 Environment: SPARK_MASTER (default local[*]), DEMO_LANDING_DIR (data/landing),
 DEMO_DATABASE (data/flights.hyper); the publish goes to TABLEAU_SERVER_URL (the local
-emulator, http://127.0.0.1:8765) as token TABLEAU_TOKEN_NAME ("demo") with secret
-TABLEAU_TOKEN_SECRET.
+emulator, http://127.0.0.1:8765), site TABLEAU_SITE (its content URL; the emulator's
+"flights"), project TABLEAU_PROJECT ("Default"; a path such as "Sales/EMEA" names a nested
+project) as token TABLEAU_TOKEN_NAME ("demo") with secret TABLEAU_TOKEN_SECRET.
 """
 
 import os
 
 from dagster import EnvVar
 
-from demo.definitions import EMULATOR_TOKEN, EMULATOR_URL, build_definitions
+from demo.definitions import EMULATOR_SITE, EMULATOR_TOKEN, EMULATOR_URL, build_definitions
 from hyper_assets import TableauServerResource
 
 defs = build_definitions(
@@ -19,7 +20,7 @@ defs = build_definitions(
     spark_master=os.environ.get("SPARK_MASTER", "local[*]"),
     tableau=TableauServerResource(
         server_url=os.environ.get("TABLEAU_SERVER_URL", EMULATOR_URL),
-        site=os.environ.get("TABLEAU_SITE", ""),
+        site=os.environ.get("TABLEAU_SITE", EMULATOR_SITE),
         token_name=os.environ.get("TABLEAU_TOKEN_NAME", EMULATOR_TOKEN),
         token_secret=EnvVar("TABLEAU_TOKEN_SECRET"),
     ),

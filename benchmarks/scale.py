@@ -163,7 +163,7 @@ def publish(bench: Bench, database: Path, emulator: Any) -> dict[str, Any]:
     from hyper_assets import TableauServerResource, tableau_datasource_asset
     from tpch import ASSETS
 
-    published = tableau_datasource_asset(datasource="TPC-H", project="default", deps=ASSETS)
+    published = tableau_datasource_asset(datasource="TPC-H", project="Default", deps=ASSETS)
     tableau = TableauServerResource(
         server_url=emulator.url, token_name=TOKEN[0], token_secret=TOKEN[1]
     )

@@ -27,7 +27,14 @@ from dagster import DagsterInstance, Definitions, build_sensor_context
 from tableauhyperapi import Connection, TableName, escape_name
 
 from demo.data import FIRST_DAY, LAST_DAY, arrive
-from demo.definitions import DATASOURCE, build_definitions, flights_datasource, local_emulator
+from demo.definitions import (
+    DATASOURCE,
+    EMULATOR_SITE,
+    PROJECT,
+    build_definitions,
+    flights_datasource,
+    local_emulator,
+)
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import HyperSettings, SharedHyper
 
@@ -101,8 +108,15 @@ def main(argv: list[str] | None = None) -> int:
 
     hyper = SharedHyper(HyperSettings())
     tokens = {"demo": os.environ["TABLEAU_TOKEN_SECRET"]}
-    with Emulator(emulator_dir, port=args.port, tokens=tokens, hyper=hyper) as emulator:
-        print(f"Tableau emulator on {emulator.url}, data in {emulator_dir}")
+    sites = ("", EMULATOR_SITE)
+    with Emulator(
+        emulator_dir, port=args.port, tokens=tokens, hyper=hyper, sites=sites
+    ) as emulator:
+        emulator.add_project(PROJECT, EMULATOR_SITE)
+        print(
+            f"Tableau emulator on {emulator.url}, site {EMULATOR_SITE!r}, project {PROJECT!r}, "
+            f"data in {emulator_dir}"
+        )
         defs = build_definitions(
             str(landing), str(database), args.spark_master, tableau=local_emulator(emulator.url)
         )
@@ -135,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         story.step("Publishing what changed")
         publishes.append(publish(defs, instance))
 
-        tables = compare(hyper, database, emulator_dir / f"{DATASOURCE}.hyper")
+        tables = compare(
+            hyper, database, emulator.datasource_file(DATASOURCE, PROJECT, EMULATOR_SITE)
+        )
     hyper.close()
     return summary(story, database, tables, publishes)
 

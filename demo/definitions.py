@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from dagster import (
     AssetSelection,
     DagsterRunStatus,
@@ -24,7 +26,9 @@ from hyper_assets import HyperIOManager, TableauServerResource, tableau_datasour
 from hyper_assets.sensors import landing_sensor
 
 DAY_IN_NAME = r"_(\d{4}-\d{2}-\d{2})\.parquet$"
-DATASOURCE, PROJECT = "nycflights13", "default"
+DATASOURCE = "nycflights13"
+#: A project name or path ("Sales/EMEA"); the built-in project of a site is "Default".
+PROJECT = os.environ.get("TABLEAU_PROJECT", "Default")
 
 #: The published data source, downstream of every table of the file.
 flights_datasource = tableau_datasource_asset(
@@ -111,10 +115,14 @@ def build_definitions(
 
 EMULATOR_URL = "http://127.0.0.1:8765"
 EMULATOR_TOKEN = "demo"
+EMULATOR_SITE = "flights"  # a site with a content URL, as every Tableau Cloud site has
 
 
 def local_emulator(url: str = EMULATOR_URL) -> TableauServerResource:
     """The local Tableau emulator `make demo` starts; the secret comes from the environment."""
     return TableauServerResource(
-        server_url=url, token_name=EMULATOR_TOKEN, token_secret=EnvVar("TABLEAU_TOKEN_SECRET")
+        server_url=url,
+        site=EMULATOR_SITE,
+        token_name=EMULATOR_TOKEN,
+        token_secret=EnvVar("TABLEAU_TOKEN_SECRET"),
     )

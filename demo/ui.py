@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from demo.definitions import EMULATOR_SITE, PROJECT
 from hyper_assets.emulator import Emulator
 
 
@@ -39,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         "DEMO_LANDING_DIR": str(args.data / "landing"),
         "DEMO_DATABASE": str(args.data / "flights.hyper"),
     }
-    with Emulator(emulator_dir, port=args.emulator_port, tokens={"demo": secret}) as emulator:
+    with Emulator(
+        emulator_dir, port=args.emulator_port, tokens={"demo": secret}, sites=("", EMULATOR_SITE)
+    ) as emulator:
+        emulator.add_project(PROJECT, EMULATOR_SITE)
         print(f"Tableau emulator on {emulator.url}; Dagster UI on http://127.0.0.1:{args.port}")
         dagster = str(Path(sys.executable).with_name("dagster"))
         command = [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.port)]

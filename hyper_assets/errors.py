@@ -122,6 +122,18 @@ class TableauRequestError(RestApiError):
         return f"{text} {self.hint}" if self.hint else text
 
 
+class UnexpectedReplyError(TableauRequestError):
+    """A reply the client cannot read (HTML, empty, wrong shape); `url`, first bytes kept."""
+
+    def __init__(self, status: int, url: str, body: bytes, *, call: str, problem: str):
+        start = body[:200].decode("utf-8", "replace")
+        detail = f"{problem}; {url} answered {status} with {start!r}"
+        hint = "Check server_url and the site: a proxy or a login page may have answered."
+        super().__init__(status, str(status), "Unexpected reply", detail, call=call, hint=hint)
+        self.url = url
+        self.body_start = start
+
+
 class TableauSignInError(TableauRequestError):
     """Tableau refused the personal access token, or a session signed in with it (401)."""
 
@@ -132,6 +144,22 @@ class DataSourceExistsError(TableauRequestError):
 
 class PayloadTooLargeError(TableauRequestError):
     """An update payload above the server's size limit (413)."""
+
+
+class ProjectLookupError(ConfigurationError):
+    """A project path that names no project, or several; `candidates` holds full paths."""
+
+    def __init__(self, message: str, *, candidates: list[str]):
+        super().__init__(message)
+        self.candidates = candidates
+
+
+class ProjectNotFoundError(ProjectLookupError):
+    """No project has this path; `candidates` lists the projects of the site."""
+
+
+class AmbiguousProjectError(ProjectLookupError):
+    """Several projects match this path (a name repeated under other parents)."""
 
 
 class TableauConnectionError(HyperAssetsError):

@@ -74,7 +74,7 @@ class Star:
         self.seed = {"value": 0}
         self.assets = star_assets(self.seed)
         self.publish_asset = tableau_datasource_asset(
-            datasource="Star", project="default", deps=self.assets
+            datasource="Star", project="Default", deps=self.assets
         )
         self.resources = {
             "io_manager": HyperIOManager(

@@ -1,11 +1,12 @@
 """A local emulator of the Tableau REST endpoints an incremental publish touches.
 
-It serves real HTTP on a local port and stores every published data source as
-`DATA_DIR/<name>.hyper`, applying update batches to those files with a real hyperd:
+It serves real HTTP on a local port, hosts one or more sites with nested projects, and
+stores every published data source as a `.hyper` file (`DATA_DIR/<name>.hyper` for the
+default site's "Default" project), applying update batches to them with a real hyperd:
 
-    with Emulator(tmp_path, tokens={"ci": "s3cret"}) as emulator:
+    with Emulator(tmp_path, tokens={"ci": "s3cret"}, sites=("", "sales")) as emulator:
         server = TSC.Server(emulator.url, use_server_version=True)
-        server.auth.sign_in(TSC.PersonalAccessTokenAuth("ci", "s3cret"))
+        server.auth.sign_in(TSC.PersonalAccessTokenAuth("ci", "s3cret", site_id="sales"))
         ...
         emulator.faults.fail_requests("PATCH", r"/data$", status=429, retry_after=1)
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -24,8 +25,8 @@ from types import TracebackType
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import JobRunner
 from hyper_assets.emulator.server import Api, RequestHandler
-from hyper_assets.emulator.sessions import Sessions
-from hyper_assets.emulator.store import DatasourceStore, UploadStore
+from hyper_assets.emulator.sessions import ConnectedApp, Sessions
+from hyper_assets.emulator.store import Site, Sites, UploadStore
 from hyper_assets.errors import EmulatorConfigError
 from hyper_assets.process import SharedHyper
 
@@ -46,6 +47,8 @@ class Emulator:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         hyper: SharedHyper | None = None,
         api_version: str = DEFAULT_API_VERSION,
+        sites: Sequence[str] = ("",),
+        connected_apps: Sequence[ConnectedApp] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         if not self.data_dir.is_dir():
@@ -53,15 +56,18 @@ class Emulator:
                 f"data dir {self.data_dir} is not a directory; create it first."
             )
         self.host, self.port = host, port
+        self.sites = tuple(sites)
         self.tokens = dict(tokens) if tokens else {"emulator": secrets.token_urlsafe(24)}
         self.faults = Faults()
         self._own_hyper = hyper is None
         self._hyper = hyper or SharedHyper()
-        self._sessions = Sessions(self.tokens)
-        store = DatasourceStore(self.data_dir)
-        self._jobs = JobRunner(store, lambda: self._hyper.endpoint, self.faults)
+        self._sessions = Sessions(self.tokens, list(connected_apps))
+        if not sites:
+            raise EmulatorConfigError('host at least one site; "" is the default site.')
+        self._sites = Sites(self.data_dir, list(sites))
+        self._jobs = JobRunner(lambda: self._hyper.endpoint, self.faults)
         self._api = Api(
-            store,
+            self._sites,
             UploadStore(self.data_dir),
             self._jobs,
             self._sessions,
@@ -102,6 +108,29 @@ class Emulator:
         if self._own_hyper:
             self._hyper.close()
 
+    def site_dir(self, content_url: str = "") -> Path:
+        """Where a site keeps its files: `N.hyper` of project "Default", `projects/P/..`."""
+        return self._site(content_url).directory
+
+    def site_id(self, content_url: str = "") -> str:
+        """The id (LUID) sign-in returns for the site with `content_url`."""
+        return self._site(content_url).id
+
+    def add_project(self, path: str, site: str = "") -> str:
+        """Create the project at `path` ("Sales/EMEA") and any missing parent; its id."""
+        project = self._site(site).project_at(path)
+        return project.id
+
+    def datasource_file(self, name: str, project: str = "Default", site: str = "") -> Path:
+        """Where data source `name` of `project` (a path) on `site` is stored."""
+        return self._site(site).project_at(project, create=False).directory / f"{name}.hyper"
+
+    def _site(self, content_url: str) -> Site:
+        site = self._sites.by_content_url(content_url)
+        if site is None:
+            raise EmulatorConfigError(f"this emulator hosts no site {content_url!r}.")
+        return site
+
     def expire_tokens(self) -> None:
         """End every signed-in session: the next authenticated call gets 401."""
         self._sessions.expire_all()
@@ -122,4 +151,10 @@ class Emulator:
         self.stop()
 
 
-__all__ = ["DEFAULT_API_VERSION", "DEFAULT_MAX_PAYLOAD_BYTES", "Emulator", "Faults"]
+__all__ = [
+    "DEFAULT_API_VERSION",
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "ConnectedApp",
+    "Emulator",
+    "Faults",
+]

@@ -35,6 +35,13 @@ def main(argv: list[str] | None = None) -> None:
         help="a personal access token to accept (repeatable); none: one is generated",
     )
     parser.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        metavar="CONTENT_URL",
+        help='a site to host besides the default site "" (repeatable)',
+    )
+    parser.add_argument(
         "--max-payload-mb",
         type=float,
         default=DEFAULT_MAX_PAYLOAD_BYTES / 2**20,
@@ -49,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
             args.port,
             tokens=dict(args.token) or None,
             max_payload_bytes=int(args.max_payload_mb * 2**20),
+            sites=("", *args.site),
         ).start()
     except EmulatorConfigError as err:
         parser.exit(2, f"error: {err}\n")

@@ -72,7 +72,10 @@ class Faults:
             self._expiries.clear()
 
     def fail_next_job(self, message: str = "Injected job failure.") -> None:
-        """Make the next update job fail with `message` in its notes, changing nothing."""
+        """Make the next job (update or publish) fail with `message` in its notes, changing nothing.
+
+        With `message=""` the job fails without notes, as real servers' jobs sometimes do.
+        """
         with self._lock:
             self._job_failures.append(message)
 

@@ -1,8 +1,9 @@
-"""Update jobs: queued by the PATCH data endpoint, run one at a time by a worker thread.
+"""Jobs, run one at a time by a worker thread: update jobs and asynchronous publishes.
 
-A job applies its batch through `apply_batch` while holding the data source's lock, then
-deletes its payload. A `RequestID` seen within 24 hours returns the job it first created
-instead of queuing the batch again.
+An update job (queued by the PATCH data endpoint) applies its batch through `apply_batch`
+while holding the data source's lock; a publish job (`asJob=true`) moves the uploaded
+file in. Either deletes its file when it ends. A `RequestID` seen within 24 hours returns
+the job it first created instead of queuing the batch again.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from tableauhyperapi import Endpoint
 
 from hyper_assets.emulator.faults import Faults
-from hyper_assets.emulator.store import Datasource, DatasourceStore
+from hyper_assets.emulator.store import Datasource
 from hyper_assets.emulator.wire import not_found
 from hyper_assets.errors import HyperAssetsError, RestApiError
 from hyper_assets.tableau.actions import Action
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 REQUEST_ID_TTL = timedelta(hours=24)
 SUCCESS, FAILED, CANCELLED = 0, 1, 2
+UPDATE, PUBLISH = "UpdateUploadedFile", "PublishDatasource"
+Progress = Callable[[int, int], None]
 
 
 def _now() -> datetime:
@@ -38,10 +41,12 @@ def _now() -> datetime:
 @dataclass
 class Job:
     id: str
-    datasource: Datasource
-    connection_id: str
-    actions: list[Action]
-    payload: Path | None
+    site_id: str
+    type: str  # UPDATE or PUBLISH
+    work: Callable[[Progress], Datasource]  # runs the job; the data source it changed
+    file: Path | None  # the payload or the published file, deleted when the job ends
+    datasource: Datasource | None = None  # a publish job's is known once it has run
+    connection_id: str = ""
     created_at: datetime = field(default_factory=_now)
     started_at: datetime | None = None
     completed_at: datetime | None = None
@@ -51,16 +56,13 @@ class Job:
 
 
 class JobRunner:
-    """Queues update jobs and runs them on one worker thread."""
+    """Queues jobs and runs them on one worker thread."""
 
-    def __init__(
-        self, store: DatasourceStore, endpoint: Callable[[], Endpoint], faults: Faults
-    ) -> None:
-        self._store = store
+    def __init__(self, endpoint: Callable[[], Endpoint], faults: Faults) -> None:
         self._endpoint = endpoint
         self._faults = faults
         self._jobs: dict[str, Job] = {}
-        self._request_ids: dict[str, tuple[Job, datetime]] = {}
+        self._request_ids: dict[tuple[str, str], tuple[Job, datetime]] = {}
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="emulator-jobs", daemon=True)
@@ -78,38 +80,56 @@ class JobRunner:
         with self._lock:
             self._request_ids.clear()
 
-    def duplicate(self, request_id: str) -> Job | None:
-        """The job a `RequestID` created within the last 24 hours, if any."""
+    def duplicate(self, site_id: str, request_id: str) -> Job | None:
+        """The job a `RequestID` created on the site within the last 24 hours, if any."""
         with self._lock:
-            seen = self._request_ids.get(request_id)
+            seen = self._request_ids.get((site_id, request_id))
             if seen is None or _now() - seen[1] > REQUEST_ID_TTL:
                 return None
             return seen[0]
 
-    def submit(
+    def submit_update(
         self,
+        site_id: str,
         request_id: str,
         datasource: Datasource,
         connection_id: str,
         actions: list[Action],
         payload: Path | None,
     ) -> Job:
-        job = Job(str(uuid.uuid4()), datasource, connection_id, actions, payload)
+        def work(progress: Progress) -> Datasource:
+            with datasource.lock:
+                endpoint = self._endpoint()
+                apply_batch(endpoint, datasource.path, payload, actions, on_progress=progress)
+            return datasource
+
+        job = Job(str(uuid.uuid4()), site_id, UPDATE, work, payload, datasource, connection_id)
+        with self._lock:
+            self._request_ids[(site_id, request_id)] = (job, job.created_at)
+        return self._queue_job(job)
+
+    def submit_publish(self, site_id: str, publish: Callable[[], Datasource], staged: Path) -> Job:
+        """Run `publish` (which moves `staged` in) as a job, as `asJob=true` asks."""
+        return self._queue_job(
+            Job(str(uuid.uuid4()), site_id, PUBLISH, lambda progress: publish(), staged)
+        )
+
+    def _queue_job(self, job: Job) -> Job:
         with self._lock:
             self._jobs[job.id] = job
-            self._request_ids[request_id] = (job, job.created_at)
         self._queue.put(job)
         return job
 
-    def get(self, job_id: str) -> Job:
+    def get(self, site_id: str, job_id: str) -> Job:
         with self._lock:
-            if job_id not in self._jobs:
-                raise not_found("404003", f"Job {job_id!r} could not be found.")
-            return self._jobs[job_id]
+            job = self._jobs.get(job_id)
+            if job is None or job.site_id != site_id:
+                raise not_found("404003", f"Job {job_id!r} could not be found on this site.")
+            return job
 
-    def cancel(self, job_id: str) -> Job:
+    def cancel(self, site_id: str, job_id: str) -> Job:
         """Cancel a queued job; a started or finished one answers 409."""
-        job = self.get(job_id)
+        job = self.get(site_id, job_id)
         with self._lock:
             if job.started_at is not None or job.completed_at is not None:
                 raise RestApiError(
@@ -127,14 +147,15 @@ class JobRunner:
             while not self._faults.wait_until_jobs_may_run(timeout=0.2):
                 pass
             with self._lock:
-                if job.completed_at is not None:
-                    continue
-                job.started_at = _now()
+                cancelled = job.completed_at is not None
+                if not cancelled:
+                    job.started_at = _now()
             try:
-                self._run(job)
+                if not cancelled:
+                    self._run(job)
             finally:
-                if job.payload is not None:
-                    job.payload.unlink(missing_ok=True)
+                if job.file is not None:
+                    job.file.unlink(missing_ok=True)
 
     def _run(self, job: Job) -> None:
         def progress(done: int, total: int) -> None:
@@ -145,20 +166,14 @@ class JobRunner:
         try:
             if injected is not None:
                 raise HyperAssetsError(injected)
-            with self._store.lock(job.datasource):
-                apply_batch(
-                    self._endpoint(),
-                    job.datasource.path,
-                    job.payload,
-                    job.actions,
-                    on_progress=progress,
-                )
+            job.datasource = job.work(progress)
+        except RestApiError as err:  # a refused publish: the server's own words
+            finish, notes = FAILED, err.detail
         except HyperAssetsError as err:
             finish, notes = FAILED, str(err)
         except Exception as err:  # the job must end and report, whatever went wrong
-            log.exception("update job %s failed unexpectedly", job.id)
+            log.exception("%s job %s failed unexpectedly", job.type, job.id)
             finish, notes = FAILED, f"Internal error: {err}"
         with self._lock:
-            job.finish_code, job.notes, job.completed_at = finish, notes, _now()
-            if finish == SUCCESS:
-                job.progress = 100
+            # A real server ends a failed job at progress 100 too.
+            job.finish_code, job.notes, job.completed_at, job.progress = finish, notes, _now(), 100

@@ -14,18 +14,12 @@ from dataclasses import dataclass, field
 from email.message import Message
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from hyper_assets.emulator.faults import Faults
-from hyper_assets.emulator.jobs import Job, JobRunner
+from hyper_assets.emulator.jobs import UPDATE, Job, JobRunner
 from hyper_assets.emulator.sessions import Session, Sessions
-from hyper_assets.emulator.store import (
-    PROJECT_ID,
-    PROJECT_NAME,
-    Datasource,
-    DatasourceStore,
-    UploadStore,
-)
+from hyper_assets.emulator.store import Datasource, Project, Site, Sites, UploadStore
 from hyper_assets.emulator.wire import (
     Node,
     bad_request,
@@ -42,8 +36,8 @@ from hyper_assets.tableau.actions import parse_batch
 
 log = logging.getLogger(__name__)
 
-SITE_ID = "a7f7e0c2-0b6d-4c55-9e2b-6f1b7b7d0a01"
 MEGABYTE = 1024 * 1024
+OWNER_ID = "dd2239f6-ddf1-4107-981a-4cf94e415794"  # the site administrator owning everything
 PRODUCT_VERSION = "2024.2.0"
 BUILD = "20242.24.0711.1636"
 
@@ -57,6 +51,13 @@ class Request:
     body: bytes
     groups: dict[str, str] = field(default_factory=dict)
     session: Session | None = None
+    site: Site | None = None
+
+    @property
+    def on_site(self) -> Site:
+        """The site in the path, which the session is signed in to."""
+        assert self.site is not None
+        return self.site
 
 
 @dataclass
@@ -79,27 +80,40 @@ class Route:
     pattern: re.Pattern[str]
     handler: str
     auth: bool = True
+    scope: str = ""  # what a Connected App JWT must grant (the emulator's reading of the scopes)
 
 
-def _route(method: str, pattern: str, handler: str, *, auth: bool = True) -> Route:
-    return Route(method, re.compile(pattern, re.IGNORECASE), handler, auth)
+def _route(method: str, pattern: str, handler: str, scope: str = "", auth: bool = True) -> Route:
+    return Route(method, re.compile(pattern, re.IGNORECASE), handler, auth, scope)
 
 
+READ = "tableau:content:read"
 ROUTES = [
     _route("GET", API + r"/serverinfo", "server_info", auth=False),
     _route("POST", API + r"/auth/signin", "sign_in", auth=False),
     _route("POST", API + r"/auth/signout", "sign_out"),
-    _route("GET", SITE + r"/projects", "list_projects"),
-    _route("GET", SITE + r"/datasources", "list_datasources"),
-    _route("POST", SITE + r"/datasources", "publish"),
-    _route("GET", DS, "get_datasource"),
-    _route("GET", DS + r"/connections", "list_connections"),
-    _route("PATCH", DS + r"/data", "update_data"),
-    _route("PATCH", DS + r"/connections/(?P<conn>[^/]+)/data", "update_data"),
-    _route("POST", SITE + r"/fileUploads", "initiate_upload"),
-    _route("PUT", SITE + r"/fileUploads/(?P<upload>[^/]+)", "append_upload"),
-    _route("GET", SITE + r"/jobs/(?P<job>[^/]+)", "get_job"),
-    _route("PUT", SITE + r"/jobs/(?P<job>[^/]+)", "cancel_job"),
+    _route("GET", SITE + r"/projects", "list_projects", READ),
+    _route("POST", SITE + r"/projects", "create_project", "tableau:projects:create"),
+    _route("GET", SITE + r"/datasources", "list_datasources", READ),
+    _route("POST", SITE + r"/datasources", "publish", "tableau:datasources:create"),
+    _route("GET", DS, "get_datasource", READ),
+    _route("GET", DS + r"/connections", "list_connections", READ),
+    _route("PATCH", DS + r"/data", "update_data", "tableau:datasources:update"),
+    _route(
+        "PATCH",
+        DS + r"/connections/(?P<conn>[^/]+)/data",
+        "update_data",
+        "tableau:datasources:update",
+    ),
+    _route("POST", SITE + r"/fileUploads", "initiate_upload", "tableau:file_uploads:create"),
+    _route(
+        "PUT",
+        SITE + r"/fileUploads/(?P<upload>[^/]+)",
+        "append_upload",
+        "tableau:file_uploads:create",
+    ),
+    _route("GET", SITE + r"/jobs/(?P<job>[^/]+)", "get_job", "tableau:jobs:read"),
+    _route("PUT", SITE + r"/jobs/(?P<job>[^/]+)", "cancel_job", "tableau:jobs:update"),
 ]
 
 
@@ -108,7 +122,7 @@ class Api:
 
     def __init__(
         self,
-        store: DatasourceStore,
+        sites: Sites,
         uploads: UploadStore,
         jobs: JobRunner,
         sessions: Sessions,
@@ -117,7 +131,7 @@ class Api:
         max_payload_bytes: int,
         api_version: str,
     ) -> None:
-        self.store = store
+        self.sites = sites
         self.uploads = uploads
         self.jobs = jobs
         self.sessions = sessions
@@ -140,9 +154,17 @@ class Api:
             route = self._resolve(request)
             if route.auth:
                 request.session = self.sessions.check(headers.get("X-Tableau-Auth"))
-                site = request.groups.get("site")
-                if site is not None and site != SITE_ID:
-                    raise not_found("404000", f"Site {site!r} does not exist; use {SITE_ID}.")
+                if route.scope and not request.session.allows(route.scope):
+                    raise RestApiError(
+                        403,
+                        "403000",
+                        "Forbidden",
+                        f"The connected app's JWT grants no scope {route.scope!r} (nor "
+                        f"{route.scope.rpartition(':')[0]}:*), which {method} {path} needs.",
+                    )
+                site_id = request.groups.get("site")
+                if site_id is not None:
+                    request.site = self._session_site(request.session, site_id)
             handler: Handler = getattr(Api, route.handler)
             reply = handler(self, request)
         except RestApiError as err:
@@ -153,6 +175,19 @@ class Api:
             return Reply(500, error_nodes(failure))
         reply.drop = self.faults.take_drop(method, path)
         return reply
+
+    def _session_site(self, session: Session, site_id: str) -> Site:
+        """The site of the path; a session may use only the site it signed in to (403)."""
+        site = self.sites.by_id(site_id)
+        if site is None or site.id != session.site_id:
+            raise RestApiError(
+                403,
+                "403000",
+                "Forbidden",
+                f"This session is signed in to site {session.site_id}, not {site_id!r}: a "
+                "token is bound to its site. Sign in to that site's content URL to use it.",
+            )
+        return site
 
     def _resolve(self, request: Request) -> Route:
         allowed = []
@@ -167,7 +202,7 @@ class Api:
             raise RestApiError(
                 405, "405000", "Method Not Allowed", f"{request.method} {request.path}"
             )
-        raise not_found("404000", f"No endpoint {request.method} {request.path} in the emulator.")
+        raise not_found("404003", f"Unknown resource {request.path!r} specified in URI.")
 
     # --- server, auth, projects -------------------------------------------------------------
 
@@ -184,30 +219,32 @@ class Api:
     def sign_in(self, request: Request) -> Reply:
         if "json" in (request.headers.get("Content-Type") or ""):
             credentials = parse_json(request.body).get("credentials", {})
-            name = credentials.get("personalAccessTokenName")
-            secret = credentials.get("personalAccessTokenSecret")
+            attrs: Mapping[str, str] = credentials
             content_url = credentials.get("site", {}).get("contentUrl", "")
         else:
             element = parse_xml(request.body).find(".//credentials")
-            attrs: Mapping[str, str] = element.attrib if element is not None else {}
+            attrs = element.attrib if element is not None else {}
             site = element.find("site") if element is not None else None
-            name = attrs.get("personalAccessTokenName")
-            secret = attrs.get("personalAccessTokenSecret")
             content_url = site.get("contentUrl", "") if site is not None else ""
-        if content_url:
+        site = self.sites.by_content_url(content_url or "")
+        if site is None:
             raise RestApiError(
                 401,
                 "401001",
                 "Signin Error",
-                f"Site {content_url!r} does not exist; the emulator serves only the "
-                'default site (contentUrl "").',
+                f"Error signing in to Tableau Server: there is no site with content URL "
+                f"{content_url!r}.",
             )
-        session = self.sessions.sign_in(name, secret)
+        if attrs.get("jwt"):
+            session = self.sessions.sign_in_jwt(attrs["jwt"], site.id)
+        else:
+            name, secret = (attrs.get(f"personalAccessToken{k}") for k in ("Name", "Secret"))
+            session = self.sessions.sign_in(name, secret, site.id)
         credentials_node = Node(
             "credentials",
             {"token": session.token},
             [
-                Node("site", {"id": SITE_ID, "contentUrl": ""}),
+                Node("site", {"id": site.id, "contentUrl": site.content_url}),
                 Node("user", {"id": session.user_id}),
             ],
         )
@@ -219,29 +256,54 @@ class Api:
         return Reply(204)
 
     def list_projects(self, request: Request) -> Reply:
-        project = Node("project", {"id": PROJECT_ID, "name": PROJECT_NAME, "description": ""})
-        return Reply(200, _page(request, [project], "projects"))
+        wanted = _filters(request, {"name", "parentProjectId", "topLevelProject"})
+        found = [
+            _project_node(p)
+            for p in request.on_site.projects()
+            if wanted.get("name", p.name) == p.name
+            and wanted.get("parentProjectId", _parent_id(p)) == _parent_id(p)
+            and wanted.get("topLevelProject", _top_level(p)) == _top_level(p)
+        ]
+        return Reply(200, _page(request, found, "projects"))
+
+    def create_project(self, request: Request) -> Reply:
+        if "json" in (request.headers.get("Content-Type") or ""):
+            attrs = parse_json(request.body).get("project", {})
+        else:
+            element = parse_xml(request.body).find(".//project")
+            attrs = dict(element.attrib) if element is not None else {}
+        name = attrs.get("name")
+        if not isinstance(name, str) or not name:
+            raise bad_request('create a project with <project name=".." parentProjectId=".."/>')
+        project = request.on_site.create_project(
+            name, attrs.get("parentProjectId") or None, str(attrs.get("description") or "")
+        )
+        return Reply(201, [_project_node(project)])
 
     # --- data sources -------------------------------------------------------------------------
 
     def list_datasources(self, request: Request) -> Reply:
-        name = None
-        if "filter" in request.query:
-            field_, _, value = request.query["filter"].partition(":eq:")
-            if field_ != "name" or not _:
-                raise bad_request("the emulator filters data sources by name:eq:<name> only")
-            name = value
-        found = [_datasource_node(d) for d in self.store.list(name)]
+        name = _filters(request, {"name"}).get("name")
+        site = request.on_site
+        found = [_datasource_node(request, d) for d in site.datasources(name)]
         return Reply(200, _page(request, found, "datasources"))
 
     def get_datasource(self, request: Request) -> Reply:
-        return Reply(200, [_datasource_node(self.store.get(request.groups["ds"]))])
+        site = request.on_site
+        return Reply(200, [_datasource_node(request, site.datasource(request.groups["ds"]))])
 
     def list_connections(self, request: Request) -> Reply:
-        datasource = self.store.get(request.groups["ds"])
+        datasource = request.on_site.datasource(request.groups["ds"])
         connection = Node(
             "connection",
-            {"id": datasource.connection_id, "type": "hyper", "serverAddress": "", "userName": ""},
+            {
+                "id": datasource.connection_id,
+                "type": "hyper",
+                "embedPassword": "false",
+                "serverAddress": "",
+                "serverPort": "",
+                "userName": "",
+            },
             [Node("datasource", {"id": datasource.id, "name": datasource.name})],
         )
         return Reply(200, [Node("connections", children=[connection], many=True)])
@@ -250,13 +312,14 @@ class Api:
         query = request.query
         if query.get("datasourceType", "hyper").lower() != "hyper":
             raise bad_request("the emulator publishes .hyper files only (datasourceType=hyper)")
-        if _flag(query, "append") or _flag(query, "asJob"):
+        if _flag(query, "append"):
             raise bad_request(
-                "append and asJob publishing are not emulated; publish with createnew or overwrite"
+                "append publishing is not emulated; publish with createnew or overwrite"
             )
         parts = parse_multipart(request.body, request.headers.get("Content-Type") or "")
-        name = _publish_name(parts.get("request_payload", b""))
-        staged = self.store.staging_path()
+        site = request.on_site
+        name, project = _publish_target(site, parts.get("request_payload", b""))
+        staged = self.sites.staging_path()
         if "uploadSessionId" in query:
             self.uploads.consume(query["uploadSessionId"], f"the publish of {name!r}").replace(
                 staged
@@ -265,8 +328,26 @@ class Api:
             staged.write_bytes(parts["tableau_datasource"])
         else:
             raise bad_request("send the file as a tableau_datasource part or give uploadSessionId")
-        datasource = self.store.publish(name, staged, overwrite=_flag(query, "overwrite"))
-        return Reply(201, [_datasource_node(datasource)])
+        overwrite = _flag(query, "overwrite")
+        if _flag(query, "asJob"):
+            try:
+                site.check_publish(name, project, overwrite)  # refused before queuing
+            except RestApiError:
+                staged.unlink(missing_ok=True)
+                raise
+            job = self.jobs.submit_publish(
+                site.id, lambda: site.publish(name, project, staged, overwrite), staged
+            )
+            queued = _job_node(job)
+            # As recorded from a real server: the 202 carries finishCode="1" while queued;
+            # only completedAt says that a job has ended.
+            queued.attrs["finishCode"], queued.children = "1", []
+            return Reply(202, [queued])
+        try:
+            datasource = site.publish(name, project, staged, overwrite)
+        finally:
+            staged.unlink(missing_ok=True)  # moved in by a publish, left over by a refusal
+        return Reply(201, [_datasource_node(request, datasource)])
 
     # --- uploads ------------------------------------------------------------------------------
 
@@ -284,7 +365,8 @@ class Api:
     # --- update data and jobs ----------------------------------------------------------------
 
     def update_data(self, request: Request) -> Reply:
-        datasource = self.store.get(request.groups["ds"])
+        site = request.on_site
+        datasource = site.datasource(request.groups["ds"])
         connection_id = request.groups.get("conn", datasource.connection_id)
         if connection_id != datasource.connection_id:
             raise not_found(
@@ -294,7 +376,7 @@ class Api:
         request_id = request.headers.get("RequestID")
         if not request_id:
             raise bad_request("the RequestID header is required; send a unique id per batch")
-        original = self.jobs.duplicate(request_id)
+        original = self.jobs.duplicate(site.id, request_id)
         if original is not None:
             return Reply(202, [_job_node(original)])
         if len(request.body) > self.max_payload_bytes:
@@ -310,14 +392,16 @@ class Api:
             if size > self.max_payload_bytes:
                 raise _too_large(size, self.max_payload_bytes)
             payload = self.uploads.consume(session_id, f"the update with RequestID {request_id!r}")
-        job = self.jobs.submit(request_id, datasource, connection_id, actions, payload)
+        job = self.jobs.submit_update(
+            site.id, request_id, datasource, connection_id, actions, payload
+        )
         return Reply(202, [_job_node(job)])
 
     def get_job(self, request: Request) -> Reply:
-        return Reply(200, [_job_node(self.jobs.get(request.groups["job"]))])
+        return Reply(200, [_job_node(self.jobs.get(request.on_site.id, request.groups["job"]))])
 
     def cancel_job(self, request: Request) -> Reply:
-        self.jobs.cancel(request.groups["job"])
+        self.jobs.cancel(request.on_site.id, request.groups["job"])
         return Reply(204)
 
 
@@ -335,22 +419,39 @@ def _too_large(size: int, limit: int) -> RestApiError:
     )
 
 
-def _publish_name(request_payload: bytes) -> str:
+def _publish_target(site: Site, request_payload: bytes) -> tuple[str, Project]:
+    """The data source name and project of a publish's `request_payload`."""
     element = parse_xml(request_payload).find(".//datasource") if request_payload else None
     name = element.get("name") if element is not None else None
-    if not name:
+    if element is None or not name:
         raise bad_request(
             'request_payload needs <datasource name=".."><project id=".."/></datasource>'
         )
     project = element.find("project")
-    project_id = project.get("id") if project is not None else PROJECT_ID
-    if project_id != PROJECT_ID:
-        raise not_found(
-            "404005",
-            f"Project {project_id!r} does not exist; "
-            f"the emulator has {PROJECT_NAME!r} ({PROJECT_ID}).",
-        )
-    return name
+    project_id = project.get("id") if project is not None else None
+    return name, site.project(project_id) if project_id else site.default
+
+
+def _filters(request: Request, allowed: set[str]) -> dict[str, str]:
+    """The `filter=field:eq:value,...` expressions of a list request (eq only)."""
+    found = {}
+    for expression in filter(None, request.query.get("filter", "").split(",")):
+        field_, op, value = expression.split(":", 2) if expression.count(":") >= 2 else ("", "", "")
+        if field_ not in allowed or op != "eq":
+            raise bad_request(
+                f"filter {expression!r} is not emulated; use field:eq:value with "
+                f"field one of {sorted(allowed)}"
+            )
+        found[field_] = value
+    return found
+
+
+def _parent_id(project: Project) -> str:
+    return project.parent.id if project.parent else ""
+
+
+def _top_level(project: Project) -> str:
+    return "true" if project.parent is None else "false"
 
 
 def _page(request: Request, items: list[Node], container: str) -> list[Node]:
@@ -368,22 +469,51 @@ def _page(request: Request, items: list[Node], container: str) -> list[Node]:
     return [pagination, Node(container, children=page, many=True)]
 
 
-def _datasource_node(datasource: Datasource) -> Node:
+def _project_node(project: Project) -> Node:
+    """A project as real servers list it: attributes, then its `<owner>`."""
+    attrs = {
+        "id": project.id,
+        "name": project.name,
+        "description": project.description,
+        "contentPermissions": "ManagedByOwner",
+        **({"parentProjectId": project.parent.id} if project.parent else {}),
+        "topLevelProject": _top_level(project),
+        "writeable": "true",
+        "createdAt": stamp(project.created_at),
+        "updatedAt": stamp(project.created_at),
+    }
+    return Node("project", attrs, [Node("owner", {"id": OWNER_ID})])
+
+
+def _datasource_node(request: Request, datasource: Datasource) -> Node:
+    """A data source as real servers list it: attributes, `<project>`, `<owner>`, `<tags>`."""
     size_mb = (
         max(1, -(-datasource.path.stat().st_size // MEGABYTE)) if datasource.path.exists() else 0
     )
+    site = request.on_site
+    page = f"http://{request.headers.get('Host', 'localhost')}/#/"
+    page += f"site/{quote(site.content_url, safe='')}/" if site.content_url else ""
     attrs = {
         "id": datasource.id,
         "name": datasource.name,
-        "type": "hyper",
+        "size": str(size_mb),
         "contentUrl": datasource.name,
+        "description": "",
+        "type": "hyper",
         "createdAt": stamp(datasource.created_at),
         "updatedAt": stamp(datasource.updated_at),
-        "size": str(size_mb),
+        "encryptExtracts": "false",
         "hasExtracts": "true",
         "isCertified": "false",
+        "useRemoteQueryAgent": "false",
+        "webpageUrl": f"{page}datasources/{datasource.id}",
     }
-    children = [Node("project", {"id": PROJECT_ID, "name": PROJECT_NAME})]
+    project = datasource.project
+    children = [
+        Node("project", {"id": project.id, "name": project.name}),
+        Node("owner", {"id": OWNER_ID}),
+        Node("tags", many=True),
+    ]
     return Node("datasource", attrs, children)
 
 
@@ -395,7 +525,7 @@ def _job_node(job: Job) -> Node:
     attrs = {
         "id": job.id,
         "mode": "Asynchronous",
-        "type": "UpdateUploadedFile",
+        "type": job.type,
         "progress": str(job.progress),
         "createdAt": stamp(job.created_at),
     }
@@ -404,15 +534,17 @@ def _job_node(job: Job) -> Node:
     if job.completed_at is not None:
         attrs["completedAt"] = stamp(job.completed_at)
         attrs["finishCode"] = str(job.finish_code)
-    detail = Node(
-        "updateUploadedFileJob",
-        children=[
-            Node("datasource", {"id": job.datasource.id, "name": job.datasource.name}),
-            Node("connectionLuid", text=job.connection_id),
-        ],
-    )
-    children = [detail] + ([Node("notes", text=job.notes)] if job.notes else [])
-    return Node("job", attrs, children)
+    # As recorded from real servers: the notes sit inside the job-type element
+    # (`publishDatasourceJob` is the emulator's name: no recording shows a publish job's).
+    children = []
+    if job.datasource is not None:
+        children.append(Node("datasource", {"id": job.datasource.id, "name": job.datasource.name}))
+    if job.type == UPDATE:
+        children.append(Node("connectionLuid", text=job.connection_id))
+    if job.notes:
+        children.append(Node("notes", text=job.notes))
+    element = "updateUploadedFileJob" if job.type == UPDATE else "publishDatasourceJob"
+    return Node("job", attrs, [Node(element, children=children)])
 
 
 class RequestHandler(BaseHTTPRequestHandler):

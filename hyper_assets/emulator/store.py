@@ -1,8 +1,12 @@
-"""Published data sources as `DATA_DIR/<name>.hyper`, and upload sessions beside them.
+"""Sites, their nested projects and published data sources as `.hyper` files, and uploads.
 
-Ids derive from the name (uuid5), so a restarted emulator serves the files already in its
-data directory under the same ids. Each data source has a lock: the job runner holds it
-while applying a batch and `publish` while it swaps the file in, so the two never overlap.
+Each site keeps its files in its own directory: the default site ("") in the data
+directory itself, a site with content URL `C` in `DATA_DIR/sites/C/`. In a site's
+directory a data source `N` of the built-in project "Default" is `N.hyper`; one of the
+project `Sales/EMEA` is `projects/Sales/EMEA/N.hyper`. Ids derive from these names (uuid5),
+so a restarted emulator serves the projects and files already there under the same ids.
+Each data source has a lock: the job runner holds it while applying a batch and `publish`
+while it swaps the file in, so the two never overlap.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,24 +22,49 @@ from hyper_assets.emulator.wire import bad_request, not_found
 from hyper_assets.errors import RestApiError
 
 _NAMESPACE = uuid.UUID("5b0c7f36-58a4-4c3e-9d7e-2f6a1f0e4b11")
-PROJECT_NAME = "default"
-PROJECT_ID = str(uuid.uuid5(_NAMESPACE, "project/default"))
+DEFAULT_PROJECT = "Default"
+DEFAULT_DESCRIPTION = "The default project that was automatically created by Tableau."
 INTERNAL_DIR = ".emulator"
 MAX_NAME_BYTES = 200
 
 
-@dataclass
+def _id(*parts: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, "/".join(parts)))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(eq=False)
+class Project:
+    id: str
+    name: str
+    parent: Project | None
+    description: str
+    directory: Path  # where its data sources are stored
+    created_at: datetime = field(default_factory=_now)
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The names from the top-level project down to this one."""
+        return (*(self.parent.path if self.parent else ()), self.name)
+
+
+@dataclass(eq=False)
 class Datasource:
     id: str
     name: str
     connection_id: str
     path: Path
+    project: Project
     created_at: datetime
     updated_at: datetime
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-def check_name(name: str) -> str:
-    """A data source name usable as a file name; anything else is a 400 naming the rule."""
+def check_name(name: str, what: str = "data source") -> str:
+    """A name usable as a file or directory name; anything else is a 400 naming the rule."""
     problem = None
     if not name or not name.strip():
         problem = "is empty"
@@ -48,70 +77,163 @@ def check_name(name: str) -> str:
     elif len(name.encode()) > MAX_NAME_BYTES:
         problem = f"is longer than {MAX_NAME_BYTES} bytes in UTF-8"
     if problem:
-        raise bad_request(f"data source name {name!r} {problem}; the emulator stores it as a file.")
+        raise bad_request(f"{what} name {name!r} {problem}; the emulator stores it as a file.")
     return name
 
 
-class DatasourceStore:
-    """The data sources in one directory, one `.hyper` file each."""
+class Site:
+    """One site: its content URL and id, its projects and data sources in `directory`."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self._by_id: dict[str, Datasource] = {}
-        self._locks: dict[str, threading.Lock] = {}
+    def __init__(self, content_url: str, directory: Path) -> None:
+        self.content_url = content_url
+        self.id = _id("site", content_url)
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._projects: dict[str, Project] = {}
+        self._datasources: dict[str, Datasource] = {}
         self._guard = threading.Lock()
-        for path in sorted(data_dir.glob("*.hyper")):
-            if not path.name.startswith("."):
-                self._register(path.stem, path)
+        self.default = self._add_project(DEFAULT_PROJECT, None, DEFAULT_DESCRIPTION)
+        self._scan(self.default)
+        tree = self.directory / "projects"
+        for folder in sorted(tree.rglob("*")) if tree.is_dir() else []:
+            if folder.is_dir() and not folder.name.startswith("."):
+                self._scan(self.project_at("/".join(folder.relative_to(tree).parts)))
 
-    def _register(self, name: str, path: Path) -> Datasource:
-        ds_id = str(uuid.uuid5(_NAMESPACE, f"datasource/{name}"))
+    def _add_project(self, name: str, parent: Project | None, description: str) -> Project:
+        names = (*(parent.path if parent else ()), name)
+        if names == (DEFAULT_PROJECT,):
+            directory = self.directory
+        else:
+            directory = self.directory.joinpath("projects", *names)
+        project = Project(
+            _id("project", self.content_url, *names), name, parent, description, directory
+        )
+        self._projects[project.id] = project
+        return project
+
+    def _scan(self, project: Project) -> None:
+        for path in sorted(project.directory.glob("*.hyper")):
+            if not path.name.startswith("."):
+                self._register(project, path.stem, path)
+
+    def _register(self, project: Project, name: str, path: Path) -> Datasource:
+        key = (self.content_url, *project.path, name)
+        ds_id = _id("datasource", *key)
         modified = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-        datasource = self._by_id.get(ds_id) or Datasource(
-            ds_id, name, str(uuid.uuid5(_NAMESPACE, f"connection/{name}")), path, modified, modified
+        datasource = self._datasources.get(ds_id) or Datasource(
+            ds_id, name, _id("connection", *key), path, project, modified, modified
         )
         datasource.updated_at = modified
-        self._by_id[ds_id] = datasource
-        self._locks.setdefault(ds_id, threading.Lock())
+        self._datasources[ds_id] = datasource
         return datasource
 
-    def list(self, name: str | None = None) -> list[Datasource]:
-        with self._guard:
-            found = [d for d in self._by_id.values() if name is None or d.name == name]
-        return sorted(found, key=lambda d: d.name)
+    # --- projects ---------------------------------------------------------------------------
 
-    def get(self, ds_id: str) -> Datasource:
+    def projects(self) -> list[Project]:
         with self._guard:
-            if ds_id not in self._by_id:
+            return sorted(self._projects.values(), key=lambda p: p.path)
+
+    def project(self, project_id: str) -> Project:
+        with self._guard:
+            if project_id not in self._projects:
+                raise not_found("404005", f"Project {project_id!r} could not be found.")
+            return self._projects[project_id]
+
+    def project_at(self, path: str, *, create: bool = True) -> Project:
+        """The project at `path` ("Sales/EMEA"), creating missing ones unless `create` is off."""
+        parent: Project | None = None
+        for name in path.strip("/").split("/"):
+            with self._guard:
+                here = [p for p in self._projects.values() if p.parent is parent and p.name == name]
+            if here:
+                parent = here[0]
+            elif create:
+                parent = self.create_project(name, parent.id if parent else None, "")
+            else:
+                raise not_found("404005", f"Project {path!r} could not be found.")
+        assert parent is not None
+        return parent
+
+    def create_project(self, name: str, parent_id: str | None, description: str) -> Project:
+        """A new project under `parent_id` (None: top level); names are unique among siblings."""
+        check_name(name, "project")
+        parent = self.project(parent_id) if parent_id else None
+        with self._guard:
+            if any(p.parent is parent and p.name == name for p in self._projects.values()):
+                where = "/".join(parent.path) if parent else "the top level"
+                raise RestApiError(
+                    409,
+                    "409006",
+                    "Resource Conflict",
+                    f"A project named {name!r} already exists in {where}; names are unique "
+                    "among the projects of one parent.",
+                )
+            project = self._add_project(name, parent, description)
+        project.directory.mkdir(parents=True, exist_ok=True)
+        return project
+
+    # --- data sources -------------------------------------------------------------------------
+
+    def datasources(self, name: str | None = None) -> list[Datasource]:
+        with self._guard:
+            found = [d for d in self._datasources.values() if name is None or d.name == name]
+        return sorted(found, key=lambda d: (d.project.path, d.name))
+
+    def datasource(self, ds_id: str) -> Datasource:
+        with self._guard:
+            if ds_id not in self._datasources:
                 raise not_found("404011", f"Data source {ds_id!r} could not be found.")
-            return self._by_id[ds_id]
+            return self._datasources[ds_id]
 
-    def lock(self, datasource: Datasource) -> threading.Lock:
-        return self._locks[datasource.id]
-
-    def publish(self, name: str, staged: Path, overwrite: bool) -> Datasource:
-        """Move `staged` (a file in the data dir) to `<name>.hyper`, atomically."""
-        path = self.data_dir / f"{check_name(name)}.hyper"
-        if path.resolve().parent != self.data_dir.resolve():
+    def check_publish(self, name: str, project: Project, overwrite: bool) -> list[Datasource]:
+        """The data source a publish would replace (if any); a name a publish cannot use,
+        or an existing one without `overwrite`, is refused."""
+        path = project.directory / f"{check_name(name)}.hyper"
+        if path.resolve().parent != project.directory.resolve():
             raise bad_request(f"data source name {name!r} would leave the data directory.")
         with self._guard:
-            existing = [d for d in self._by_id.values() if d.name == name]
+            existing = [
+                d for d in self._datasources.values() if d.name == name and d.project is project
+            ]
         if existing and not overwrite:
-            staged.unlink(missing_ok=True)
             raise RestApiError(
                 403,
                 "403007",
                 "Forbidden",
-                f"A data source named {name!r} already exists in project {PROJECT_NAME!r}; "
-                "publish with overwrite=true to replace it.",
+                f"A data source named {name!r} already exists in project "
+                f"{'/'.join(project.path)!r}; publish with overwrite=true to replace it.",
             )
+        return existing
+
+    def publish(self, name: str, project: Project, staged: Path, overwrite: bool) -> Datasource:
+        """Move `staged` (a file in the data dir) to the project's `<name>.hyper`, atomically."""
+        existing = self.check_publish(name, project, overwrite)
+        path = project.directory / f"{name}.hyper"
+        project.directory.mkdir(parents=True, exist_ok=True)
         if existing:
-            with self.lock(existing[0]):
+            with existing[0].lock:
                 os.replace(staged, path)
         else:
             os.replace(staged, path)
         with self._guard:
-            return self._register(name, path)
+            return self._register(project, name, path)
+
+
+class Sites:
+    """The sites of one emulator, by content URL (matched without regard to case) and id."""
+
+    def __init__(self, data_dir: Path, content_urls: list[str]) -> None:
+        self.data_dir = data_dir
+        self._sites = [
+            Site(url, data_dir if url == "" else data_dir / "sites" / check_name(url, "site"))
+            for url in dict.fromkeys(content_urls)
+        ]
+
+    def by_content_url(self, content_url: str) -> Site | None:
+        return next((s for s in self._sites if s.content_url.lower() == content_url.lower()), None)
+
+    def by_id(self, site_id: str) -> Site | None:
+        return next((s for s in self._sites if s.id == site_id), None)
 
     def staging_path(self) -> Path:
         """A fresh hidden file name in the data dir (same file system, so `os.replace` works)."""

@@ -3,9 +3,9 @@
     tableau = TableauServerResource(
         server_url="https://tableau.example.com", site="sales",
         token_name="ci", token_secret=dagster.EnvVar("TABLEAU_TOKEN_SECRET"),
-    )
+    )  # or connected_app_client_id=.., connected_app_secret_id=.., .._secret_value, username
     with tableau.client() as client:
-        project = client.project("Finance")
+        project = client.project("Finance/Reports")
         source = client.publish_file("sales.hyper", "Sales", project.id, overwrite=True)
         job = client.update_data(source.id, actions, payload="changes.hyper", request_id=rid)
         client.wait_for_job(job.id)
@@ -13,7 +13,10 @@
 Three layers, bottom up: `_Transport` sends one request and retries it as `RetryPolicy`
 allows; `TableauClient._call` adds the session (lazy sign-in, one fresh sign-in on 401)
 and turns Tableau's errors into `TableauRequestError`s that say what to do; the endpoint
-methods return small dataclasses. Replies are JSON (`Accept: application/json`).
+methods return small dataclasses. Replies are asked for as JSON (`Accept: application/json`);
+an XML `tsResponse` (which some endpoints send anyway) is read into the same shape, and
+anything else (an HTML page, an empty body, a reply without the element asked for) is an
+`UnexpectedReplyError` with the status, the URL and the first bytes of the body.
 
 What is retried depends on whether repeating the request is safe:
 
@@ -28,15 +31,17 @@ What is retried depends on whether repeating the request is safe:
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 from xml.sax.saxutils import quoteattr
 
@@ -45,17 +50,21 @@ from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
 from hyper_assets.errors import (
+    AmbiguousProjectError,
     ConfigurationError,
     DataSourceExistsError,
     PayloadTooLargeError,
+    ProjectNotFoundError,
     TableauConnectionError,
     TableauJobCancelledError,
     TableauJobError,
     TableauJobTimeoutError,
     TableauRequestError,
     TableauSignInError,
+    UnexpectedReplyError,
 )
 from hyper_assets.tableau.actions import Action, batch_to_json
+from hyper_assets.tableau.connected_app import PUBLISH_SCOPES, connected_app_jwt
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +77,11 @@ OCTETS = "application/octet-stream"
 UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 UploadProgress = Callable[[int, int], None]  # (bytes uploaded, file size)
+BATCH_ADVICE = (
+    "An update batch is atomic, so the data source is unchanged: fix the cause and send the "
+    "batch again with a new RequestID (the same one returns this job for 24 hours)."
+)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,7 @@ class Project:
     id: str
     name: str
     parent_id: str | None
+    path: str  # names from the top-level project down, joined by "/"
 
 
 @dataclass(frozen=True)
@@ -115,13 +130,32 @@ class TableauServerResource(ConfigurableResource):
 
     server_url: str = Field(description="Base URL, e.g. https://tableau.example.com.")
     site: str = Field(default="", description='Site content URL; "" is the default site.')
-    token_name: str = Field(description="Personal access token name.")
-    token_secret: str = Field(repr=False, description="Token secret: pass dagster.EnvVar(..).")
+    token_name: str = Field(default="", description="Personal access token name.")
+    token_secret: str = Field(
+        default="", repr=False, description="Token secret: pass dagster.EnvVar(..)."
+    )
+    connected_app_client_id: str = Field(default="", description="Connected App (direct trust).")
+    connected_app_secret_id: str = Field(default="", description="The app secret's id.")
+    connected_app_secret_value: str = Field(
+        default="", repr=False, description="The app secret's value: pass dagster.EnvVar(..)."
+    )
+    username: str = Field(default="", description="The user a Connected App acts as.")
+    scopes: list[str] = Field(
+        default_factory=lambda: list(PUBLISH_SCOPES),
+        description="What a Connected App's JWT grants: by default what a publish calls.",
+    )
     api_version: str | None = Field(default=None, description="Default: the server's.")
     verify_tls: bool = Field(default=True, description="Verify the server's certificate.")
     connect_timeout_seconds: float = 10.0
     timeout_seconds: float = Field(default=300.0, description="Read/write timeout per request.")
-    upload_chunk_bytes: int = 50 * MEGABYTE
+    upload_chunk_bytes: int = Field(
+        default=50 * MEGABYTE, description="Files are read and uploaded this much at a time."
+    )
+    publish_as_job_bytes: int = Field(
+        default=64 * MEGABYTE,
+        description="Whole-file publishes above this run as a server job (asJob=true), polled "
+        "to the end, as Tableau's own client does above 64 MB.",
+    )
     max_retries: int = Field(default=5, description="Retries per request (0: none).")
     retry_initial_delay_seconds: float = 0.5
     retry_max_delay_seconds: float = 30.0
@@ -208,6 +242,12 @@ class TableauClient:
         """Where this client publishes: the server URL and the site's content URL."""
         return f"{self._config.server_url.rstrip('/')}/#/site/{self._config.site}"
 
+    @property
+    def jobs_page(self) -> str:
+        """The site's Jobs page in Tableau's web UI, where a failed job's details show."""
+        site = f"site/{quote(self._config.site, safe='')}/" if self._config.site else ""
+        return f"{self._config.server_url.rstrip('/')}/#/{site}jobs"
+
     # --- session -----------------------------------------------------------------------------
 
     @property
@@ -216,26 +256,49 @@ class TableauClient:
         if self._version is None:
             url = f"/api/{BOOTSTRAP_VERSION}/serverinfo"
             response = self._transport.send("GET", url, repeatable=True)
-            self._version = _body(response, "server info")["serverInfo"]["restApiVersion"]
+            self._version = _body(
+                response, "server info", lambda reply: str(reply["serverInfo"]["restApiVersion"])
+            )
             log.info("Tableau REST API version %s", self._version)
         return self._version
 
     def sign_in(self) -> None:
-        """Sign in with the personal access token (done on first use, and again on 401)."""
+        """Sign in with the personal access token, or a fresh Connected App JWT (done on
+        first use, and again on 401: a JWT lives minutes, a session hours)."""
         config = self._config
-        credentials = {
-            "personalAccessTokenName": config.token_name,
-            "personalAccessTokenSecret": _plain(config.token_secret),
-            "site": {"contentUrl": config.site},
-        }
+        if bool(config.token_name) == bool(config.connected_app_client_id):
+            raise ConfigurationError(
+                "Configure one way to sign in to Tableau: token_name and token_secret (a "
+                "personal access token), or connected_app_client_id, connected_app_secret_id, "
+                "connected_app_secret_value and username (a Connected App)."
+            )
+        if config.token_name:
+            who = f"token {config.token_name!r}"
+            credentials: dict[str, Any] = {
+                "personalAccessTokenName": config.token_name,
+                "personalAccessTokenSecret": _plain(config.token_secret, "the token secret"),
+            }
+        else:
+            who = f"connected app {config.connected_app_client_id!r} as {config.username!r}"
+            jwt = connected_app_jwt(
+                config.connected_app_client_id,
+                _plain(config.connected_app_secret_id, "the connected app's secret id"),
+                _plain(config.connected_app_secret_value, "the connected app's secret value"),
+                config.username,
+                config.scopes,
+            )
+            credentials = {"jwt": jwt}
+        credentials["site"] = {"contentUrl": config.site}
         url = f"/api/{self.api_version}/auth/signin"
         response = self._transport.send(
             "POST", url, repeatable=True, json={"credentials": credentials}
         )
-        reply = _body(response, f"sign-in to site {config.site!r} as token {config.token_name!r}")
-        self._token = reply["credentials"]["token"]
-        self._site_id = reply["credentials"]["site"]["id"]
-        log.info("Signed in to Tableau site %r with token %r", config.site, config.token_name)
+        self._token, self._site_id = _body(
+            response,
+            f"sign-in to site {config.site!r} with {who}",
+            lambda reply: (reply["credentials"]["token"], reply["credentials"]["site"]["id"]),
+        )
+        log.info("Signed in to Tableau site %r with %s", config.site, who)
 
     def close(self) -> None:
         """Sign out (if signed in) and close the connections."""
@@ -260,11 +323,12 @@ class TableauClient:
         call: str,
         segments: Sequence[str],
         *,
+        read: Callable[[Any], T],
         repeatable: bool = True,
         headers: dict[str, str] | None = None,
         **kwargs: Any,
-    ) -> Any:
-        """A request under the site, signed in (again, once, on 401); its JSON reply."""
+    ) -> T:
+        """A request under the site, signed in (again, once, on 401); `read` of its reply."""
 
         def send() -> httpx.Response:
             if self._token is None:
@@ -279,37 +343,73 @@ class TableauClient:
             log.info("Tableau session expired or was ended; signing in again")
             self._token = None
             response = send()
-        return _body(response, call)
+        return _body(response, call, read)
 
     def _named(self, call: str, segment: str, name: str) -> Iterator[dict[str, Any]]:
         """Every item of a list endpoint named `name`, page by page."""
         # Tableau separates filter expressions with commas, so such a name cannot be a filter.
         query = {} if "," in name else {"filter": f"name:eq:{name}"}
+        yield from (item for item in self._list(call, segment, query) if item["name"] == name)
+
+    def _list(self, call: str, segment: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """Every item of a list endpoint, page by page."""
         number = 1
         while True:
             params = {**query, "pageSize": 100, "pageNumber": number}
-            reply = self._call("GET", call, [segment], params=params)
-            items = (reply.get(segment) or {}).get(segment.removesuffix("s"), [])
-            yield from (item for item in items if item["name"] == name)
-            page = reply["pagination"]
-            if number * int(page["pageSize"]) >= int(page["totalAvailable"]):
+            items, size, total = self._call(
+                "GET", call, [segment], read=lambda reply: _page(reply, segment), params=params
+            )
+            yield from items
+            if number * size >= total:
                 return
             number += 1
 
     # --- projects and data sources -------------------------------------------------------------
 
-    def project(self, name: str) -> Project:
-        """The project named `name`; `ConfigurationError` when there is none, or several."""
-        found = [
-            Project(p["id"], p["name"], p.get("parentProjectId") or None)
-            for p in self._named(f"lookup of project {name!r}", "projects", name)
-        ]
-        if len(found) != 1:
-            raise ConfigurationError(
-                f"Tableau site {self._config.site!r} has {len(found)} projects named {name!r} "
-                f"{found}; name a project that exists once and the token's user can see."
+    def project(self, path: str) -> Project:
+        """The project at `path`: a name, or names from a parent down (`"Sales/EMEA"`).
+
+        The names must match the end of exactly one project's full path; a leading "/"
+        anchors them at the top level. None or several is a `ProjectLookupError` listing
+        the candidates.
+        """
+        wanted = tuple(path.strip("/").split("/"))
+        items = list(self._list(f"lookup of project {path!r}", "projects", {}))
+        by_id = {item["id"]: item for item in items}
+
+        def names(item: dict[str, Any]) -> tuple[str, ...]:
+            parent = by_id.get(item.get("parentProjectId") or "")
+            return (*(names(parent) if parent else ()), item["name"])
+
+        anchored = path.startswith("/")
+        projects, found = [], []
+        for item in items:
+            full = names(item)
+            project = Project(
+                item["id"], item["name"], item.get("parentProjectId") or None, "/".join(full)
             )
-        return found[0]
+            projects.append(project)
+            if (full if anchored else full[-len(wanted) :]) == wanted:
+                found.append(project)
+        if len(found) == 1:
+            return found[0]
+        site = f"Tableau site {self._config.site!r}"
+        if found:
+            candidates = sorted(p.path for p in found)
+            raise AmbiguousProjectError(
+                f"{site} has {len(found)} projects matching {path!r}: {_listed(candidates)}. "
+                "Name one by more of its path, e.g. project="
+                f"{candidates[0]!r}.",
+                candidates=candidates,
+            )
+        named = sorted(p.path for p in projects if p.name == wanted[-1])
+        candidates = named or sorted(p.path for p in projects)
+        raise ProjectNotFoundError(
+            f"{site} has no project {path!r} that the token's user can see; "
+            f"{'projects of that name' if named else 'its projects'}: {_listed(candidates)}. "
+            'Give a name or a path such as "Sales/EMEA" from these.',
+            candidates=candidates,
+        )
 
     def find_datasource(self, name: str, project_id: str) -> DataSource | None:
         """The data source named `name` in the project, or None."""
@@ -329,8 +429,12 @@ class TableauClient:
     ) -> DataSource:
         """Publish a whole `.hyper` file as data source `name`, uploaded in chunks.
 
-        Without `overwrite`, an existing `name` raises `DataSourceExistsError`.
+        Without `overwrite`, an existing `name` raises `DataSourceExistsError`. A file
+        larger than `publish_as_job_bytes` is published as a server job (`asJob=true`),
+        which is polled to its end: a long synchronous publish runs into request timeouts.
         """
+        size = Path(path).stat().st_size
+        as_job = size > self._config.publish_as_job_bytes
         session_id = self.upload_file(path, on_progress)
         request = (
             f"<tsRequest><datasource name={quoteattr(name)}>"
@@ -338,12 +442,14 @@ class TableauClient:
         )
         mode = "true" if overwrite else "false"
         params = {"uploadSessionId": session_id, "datasourceType": "hyper", "overwrite": mode}
+        params |= {"asJob": "true"} if as_job else {}
         parts = [("request_payload", "text/xml", request.encode())]
         try:
-            reply = self._call(
+            sent = self._call(
                 "POST",
                 f"publish of {name!r}",
                 ["datasources"],
+                read=_job if as_job else lambda reply: _datasource(reply["datasource"]),
                 repeatable=False,
                 params=params,
                 **_multipart(parts),
@@ -355,8 +461,32 @@ class TableauClient:
                 f"{err} Look it up with find_datasource(), or publish again with overwrite=True.",
                 maybe_applied=True,
             ) from err
-        source = _datasource(reply["datasource"])
+        source = self._finish_publish(sent, name, project_id) if isinstance(sent, Job) else sent
         log.info("Published %s as data source %r (%s)", Path(path).name, name, source.id)
+        return source
+
+    def _finish_publish(self, job: Job, name: str, project_id: str) -> DataSource:
+        """Wait for a publish job, logging its progress; the data source it published."""
+        log.info("Publishing %r runs as Tableau job %s", name, job.id)
+        shown = [-1]
+
+        def report(polled: Job) -> None:
+            if polled.progress != shown[0]:
+                shown[0] = polled.progress
+                log.info("Publish job %s: %d%%", polled.id, polled.progress)
+
+        self.wait_for_job(
+            job.id, on_progress=report, advice="The data source was not replaced: publish again."
+        )
+        source = self.find_datasource(name, project_id)
+        if source is None:
+            raise TableauJobError(
+                f"Tableau publish job {job.id} succeeded, but project {project_id} has no data "
+                f"source {name!r}: look the job up on the site's Jobs page ({self.jobs_page}).",
+                job_id=job.id,
+                finish_code=0,
+                notes=None,
+            )
         return source
 
     # --- uploads, data updates and jobs -------------------------------------------------------
@@ -369,8 +499,12 @@ class TableauClient:
         """
         path, restarts = Path(path), 0
         while True:
-            reply = self._call("POST", "start of an upload", ["fileUploads"])
-            session_id: str = reply["fileUpload"]["uploadSessionId"]
+            session_id = self._call(
+                "POST",
+                "start of an upload",
+                ["fileUploads"],
+                read=lambda reply: str(reply["fileUpload"]["uploadSessionId"]),
+            )
             try:
                 self._append_chunks(session_id, path, on_progress)
             except (TableauConnectionError, TableauRequestError) as err:
@@ -385,14 +519,27 @@ class TableauClient:
         self, session_id: str, path: Path, on_progress: UploadProgress | None
     ) -> None:
         done, total = 0, path.stat().st_size
+        buffer = bytearray(self._config.upload_chunk_bytes)  # one buffer, refilled per chunk
         with path.open("rb") as file:
-            while chunk := file.read(self._config.upload_chunk_bytes):
+            while size := file.readinto(buffer):
+                chunk = memoryview(buffer)[:size]
                 parts = [("request_payload", "text/xml", b""), ("tableau_file", OCTETS, chunk)]
-                segments = ["fileUploads", session_id]
-                self._call(
-                    "PUT", f"upload of {path.name}", segments, repeatable=False, **_multipart(parts)
-                )
-                done += len(chunk)
+                body = _multipart(parts)
+                try:
+                    self._call(
+                        "PUT",
+                        f"upload of {path.name}",
+                        ["fileUploads", session_id],
+                        read=lambda reply: reply["fileUpload"],
+                        repeatable=False,
+                        **body,
+                    )
+                finally:
+                    # httpx's request objects sit in reference cycles until the garbage
+                    # collector runs: emptying the body releases the buffer's view now.
+                    body["content"].clear()
+                    chunk.release()
+                done += size
                 log.debug("Uploaded %d of %d bytes of %s", done, total, path.name)
                 if on_progress is not None:
                     on_progress(done, total)
@@ -419,25 +566,34 @@ class TableauClient:
         params = {}
         if payload is not None:
             params["uploadSessionId"] = self.upload_file(payload, on_progress)
-        reply = self._call(
+        return self._call(
             "PATCH",
             f"data update of {datasource_id} (RequestID {request_id})",
             ["datasources", datasource_id, "data"],
+            read=_job,
             params=params,
             json=batch_to_json(actions),
             headers={"RequestID": request_id},
         )
-        return _job(reply["job"])
 
     def get_job(self, job_id: str) -> Job:
-        return _job(self._call("GET", f"lookup of job {job_id}", ["jobs", job_id])["job"])
+        return self._call("GET", f"lookup of job {job_id}", ["jobs", job_id], read=_job)
 
     def cancel_job(self, job_id: str) -> None:
         """Cancel a job that has not started yet."""
-        self._call("PUT", f"cancel of job {job_id}", ["jobs", job_id], repeatable=False)
+        self._call(
+            "PUT", f"cancel of job {job_id}", ["jobs", job_id], read=_nothing, repeatable=False
+        )
 
-    def wait_for_job(self, job_id: str, *, on_progress: Callable[[Job], None] | None = None) -> Job:
-        """Poll until the job completes; it if it succeeded, else raise with its notes."""
+    def wait_for_job(
+        self,
+        job_id: str,
+        *,
+        on_progress: Callable[[Job], None] | None = None,
+        advice: str = BATCH_ADVICE,
+    ) -> Job:
+        """Poll until the job completes; it if it succeeded, else raise with its notes and
+        `advice` (by default: what to do about a failed update batch)."""
         config = self._config
         deadline = time.monotonic() + config.job_timeout_seconds
         delay = config.job_poll_initial_seconds
@@ -461,10 +617,14 @@ class TableauClient:
             return job
         cancelled = job.finish_code == CANCELLED
         outcome = "was cancelled" if cancelled else f"failed (finishCode {job.finish_code})"
+        cause = (
+            f"Tableau's notes: {job.notes}"
+            if job.notes
+            else f"Tableau gave no notes: look job {job_id} up on the site's Jobs page "
+            f"({self.jobs_page}) or in the server's backgrounder logs"
+        )
         raise (TableauJobCancelledError if cancelled else TableauJobError)(
-            f"Tableau job {job_id} {outcome}: {job.notes or 'Tableau gave no notes'}. An update "
-            "batch is atomic, so the data source is unchanged: fix what the notes name and send "
-            "the batch again with a new RequestID (the same one returns this job for 24 hours).",
+            f"Tableau job {job_id} {outcome}. {cause}. {advice}",
             job_id=job_id,
             finish_code=job.finish_code,
             notes=job.notes,
@@ -474,37 +634,110 @@ class TableauClient:
 # --- wire helpers ------------------------------------------------------------------------------
 
 
-def _plain(secret: str) -> str:
+def _plain(secret: str, what: str) -> str:
     """The secret; an `EnvVar` used outside a Dagster run is read from the environment."""
     if not isinstance(secret, EnvVar):
         return secret
     if not (value := secret.get_value()):
         raise ConfigurationError(
-            f"The environment variable {secret.env_var_name} (the token secret) is not set."
+            f"The environment variable {secret.env_var_name} ({what}) is not set."
         )
     return value
 
 
-def _body(response: httpx.Response, call: str) -> Any:
-    """The JSON reply of a successful call; otherwise the error, saying what to do."""
+def _body(response: httpx.Response, call: str, read: Callable[[Any], T]) -> T:
+    """`read` of a successful reply; otherwise Tableau's error, saying what to do.
+
+    A reply that is not a Tableau reply, or lacks what `read` takes from it, is an
+    `UnexpectedReplyError` quoting the status, the URL and the first bytes.
+    """
+    reply = _decode(response.content)
+    url = str(response.request.url)
     if response.is_success:
-        return response.json() if response.content else {}
-    try:
-        error = response.json().get("error") or {}
-    except ValueError:
-        error = {}
+        if reply is None and response.content.strip():
+            problem = "the reply is neither Tableau's XML nor JSON"
+        else:
+            try:
+                return read(reply or {})
+            except (KeyError, TypeError, ValueError, AttributeError) as err:
+                problem = f"the reply lacks {err}" if reply else "the reply is empty"
+        raise UnexpectedReplyError(
+            response.status_code, url, response.content, call=call, problem=problem
+        )
+    error = (reply or {}).get("error")
+    error = error if isinstance(error, dict) else {}
     status = response.status_code
     code = str(error.get("code") or status)
     error_class, hint = _advice(status, code)
     summary = error.get("summary") or response.reason_phrase
-    detail = error.get("detail") or response.text[:300]
-    raise error_class(status, code, summary, detail, call=call, hint=hint)
+    detail = error.get("detail") or f"{url} answered {response.content[:200]!r}"
+    raise error_class(status, code, str(summary), str(detail), call=call, hint=hint)
+
+
+def _decode(body: bytes) -> dict[str, Any] | None:
+    """A `tsResponse` as JSON or XML, in Tableau's JSON shape; None for anything else."""
+    body = body.strip()
+    try:
+        if body.startswith(b"{"):
+            value = json.loads(body)
+            return value if isinstance(value, dict) else None
+        root = ET.fromstring(body) if body.startswith(b"<") else None
+    except (ValueError, ET.ParseError):
+        return None
+    if root is None or _local(root.tag) != "tsResponse":
+        return None
+    tree = _from_xml(root)
+    return tree if isinstance(tree, dict) else {}
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def _from_xml(element: ET.Element) -> Any:
+    """An element as Tableau's JSON shapes it: attributes and children by name (repeated
+    children as a list), an element holding only text as that text."""
+    value: dict[str, Any] = {_local(k): v for k, v in element.attrib.items()}
+    for child in element:
+        key, item = _local(child.tag), _from_xml(child)
+        if key not in value:
+            value[key] = item
+        elif isinstance(value[key], list):
+            value[key].append(item)
+        else:
+            value[key] = [value[key], item]
+    text = (element.text or "").strip()
+    return text if text and not value else value
+
+
+def _items(container: Any, tag: str) -> list[dict[str, Any]]:
+    """The items of a list element (`{"projects": {"project": [...]}}`); one item may come
+    as an object instead of a one-item list, and an empty list as nothing at all."""
+    items = container.get(tag, []) if isinstance(container, dict) else []
+    return [items] if isinstance(items, dict) else list(items)
+
+
+def _page(reply: dict[str, Any], segment: str) -> tuple[list[dict[str, Any]], int, int]:
+    """A page of a list endpoint: its items, the page size and the total available."""
+    page = reply["pagination"]
+    items = _items(reply.get(segment), segment.removesuffix("s"))
+    return items, int(page["pageSize"]), int(page["totalAvailable"])
+
+
+def _listed(names: list[str], most: int = 20) -> str:
+    shown = ", ".join(repr(name) for name in names[:most]) or "none"
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _nothing(reply: Any) -> None:
+    return None
 
 
 HINTS = {
     400: "Tableau could not use the request; the detail names what to fix.",
     401: "Check the personal access token name and secret and the site content URL; a token "
-    "expires after 15 days unused, or when it is regenerated or revoked.",
+    "expires after 15 days unused, or when it is regenerated or revoked. A Connected App: "
+    "check its client id, secret id and value, that it is enabled, and the username.",
     403: "The token's user lacks a permission this needs (publishing, or the project).",
     404: "Check the name or id: it does not exist on this site (any more).",
     409: "It conflicts with the server's state: an upload can be used once, upload again.",
@@ -541,7 +774,7 @@ def _maybe_applied(err: TableauConnectionError | TableauRequestError) -> bool:
     return err.status >= 500 and err.status != 503
 
 
-def _multipart(parts: list[tuple[str, str, bytes]]) -> dict[str, Any]:
+def _multipart(parts: list[tuple[str, str, bytes | memoryview]]) -> dict[str, Any]:
     """`content` and `headers` of a `multipart/mixed` body of (name, type, bytes) parts.
 
     The content is a list of pieces, so a chunk is sent without being copied.
@@ -564,12 +797,25 @@ def _datasource(item: dict[str, Any]) -> DataSource:
     return DataSource(item["id"], item["name"], item["project"]["id"])
 
 
-def _job(item: dict[str, Any]) -> Job:
+def _job(reply: dict[str, Any]) -> Job:
+    item = reply["job"]
     finish, completed = item.get("finishCode"), item.get("completedAt")
     return Job(
         item["id"],
         int(finish) if finish is not None else None,
         int(item.get("progress") or 0),
-        item.get("notes") or None,
+        _notes(item),
         datetime.fromisoformat(completed) if completed else None,
     )
+
+
+def _notes(value: Any, key: str = "") -> str | None:
+    """Every `notes` text in a job, wherever the server put it (real servers: inside the
+    job-type element, e.g. `updateUploadedFileJob`), one per line; None without any."""
+    if isinstance(value, dict):
+        found = [_notes(child, name) for name, child in value.items()]
+    elif isinstance(value, list):
+        found = [_notes(child, key) for child in value]
+    else:
+        found = [value.strip()] if key == "notes" and isinstance(value, str) else []
+    return "\n".join(note for note in found if note) or None

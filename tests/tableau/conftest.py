@@ -17,7 +17,7 @@ from tableauhyperapi import (
     TableName,
 )
 
-from hyper_assets.emulator import Emulator
+from hyper_assets.emulator import ConnectedApp, Emulator
 from hyper_assets.process import SharedHyper
 
 Column = TableDefinition.Column
@@ -73,6 +73,8 @@ def hyper_files(hyper: SharedHyper) -> HyperFiles:
 
 
 TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"
+SITE = "analytics"  # tests run on a site with a content URL, as on Tableau Cloud
+APP = ConnectedApp("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")
 RAW_TOKEN = ("raw", "raw-secret")  # a second token, so an httpx session and TSC coexist
 
 
@@ -86,14 +88,16 @@ def emulator(tmp_path: Path, hyper: SharedHyper) -> Iterator[Emulator]:
         tokens={TOKEN_NAME: TOKEN_SECRET, RAW_TOKEN[0]: RAW_TOKEN[1]},
         hyper=hyper,
         max_payload_bytes=2**20,
+        sites=("", SITE),
+        connected_apps=[APP],
     ) as running:
         yield running
 
 
 @pytest.fixture
 def server(emulator: Emulator) -> Iterator[TSC.Server]:
-    """A real tableauserverclient signed in to the emulator with a personal access token."""
+    """A real tableauserverclient signed in to site `SITE` with a personal access token."""
     tsc = TSC.Server(emulator.url, use_server_version=True)
-    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth(TOKEN_NAME, TOKEN_SECRET))
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth(TOKEN_NAME, TOKEN_SECRET, site_id=SITE))
     yield tsc
     tsc.auth.sign_out()

@@ -5,23 +5,31 @@ Every publish and update is checked by reading the emulator's stored `.hyper` ba
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import httpx
 import pytest
+import tableauserverclient as TSC
 from tableauhyperapi import SqlType, TableDefinition
 
-from hyper_assets.emulator import Emulator
+from hyper_assets.emulator import ConnectedApp, Emulator
 from hyper_assets.errors import (
+    AmbiguousProjectError,
     ConfigurationError,
     DataSourceExistsError,
     PayloadTooLargeError,
+    ProjectNotFoundError,
     TableauConnectionError,
     TableauJobCancelledError,
     TableauJobError,
@@ -30,18 +38,23 @@ from hyper_assets.errors import (
 )
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
-from hyper_assets.tableau.client import Job, TableauClient, TableauServerResource
+from hyper_assets.tableau.client import Job, Project, TableauClient, TableauServerResource
+from hyper_assets.tableau.connected_app import b64url, connected_app_jwt, signature
 
 Column = TableDefinition.Column
 COLUMNS = [Column("id", SqlType.int()), Column("label", SqlType.text())]
-TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"  # as the emulator fixture in conftest.py
+TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py
 WRONG_SECRET = "wrong-secret-0xC0FFEE"
+RAW_TOKEN = ("raw", "raw-secret")  # the emulator fixture's second token
+JSON = {"Accept": "application/json"}
+APP = ConnectedApp("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")  # as conftest
 
 
 def settings(emulator: Emulator, **overrides: Any) -> TableauServerResource:
     """A resource for the emulator with tiny delays, so retries cost milliseconds."""
     config: dict[str, Any] = {
         "server_url": emulator.url,
+        "site": SITE,
         "token_name": TOKEN_NAME,
         "token_secret": TOKEN_SECRET,
         "retry_initial_delay_seconds": 0.01,
@@ -89,11 +102,11 @@ def sales(hyper_files: Any, path: Path, ids: range, extra: bool = True) -> Path:
 
 
 def stored(hyper_files: Any, emulator: Emulator, name: str) -> dict[str, list[tuple]]:
-    return hyper_files.read(emulator.data_dir / f"{name}.hyper")
+    return hyper_files.read(emulator.site_dir(SITE) / f"{name}.hyper")
 
 
 def publish(client: TableauClient, path: Path, name: str, **kwargs: Any) -> Any:
-    return client.publish_file(path, name, client.project("default").id, **kwargs)
+    return client.publish_file(path, name, client.project("Default").id, **kwargs)
 
 
 # --- sign-in, versions, projects ---------------------------------------------------------------
@@ -103,14 +116,14 @@ def test_sign_in_is_lazy_and_the_version_comes_from_serverinfo(emulator: Emulato
     with settings(emulator, token_secret=WRONG_SECRET).client() as client:
         assert client.api_version == "3.24"  # serverinfo needs no sign-in
         with pytest.raises(TableauSignInError):
-            client.project("default")
+            client.project("Default")
 
 
 def test_a_configured_version_skips_serverinfo(emulator: Emulator) -> None:
     emulator.faults.fail_requests("GET", r"/serverinfo", status=500, count=100)
     with settings(emulator, api_version="3.20", max_retries=0).client() as client:
         assert client.api_version == "3.20"
-        assert client.project("default").name == "default"
+        assert client.project("Default").name == "Default"
 
 
 def test_a_server_too_old_for_updates_is_refused_up_front(
@@ -131,7 +144,7 @@ def test_a_wrong_secret_is_a_clear_error_that_never_shows_the_secret(
 ) -> None:
     resource = settings(emulator, token_secret=WRONG_SECRET)
     with resource.client() as client, pytest.raises(TableauSignInError) as refused:
-        client.project("default")
+        client.project("Default")
     err = refused.value
     assert (err.status, err.code) == (401, "401001")
     assert "Check the personal access token name and secret" in str(err)
@@ -150,30 +163,199 @@ def test_the_secret_can_come_from_an_env_var_in_a_dagster_run(
     @dg.asset
     def project_id(tableau: TableauServerResource) -> str:
         with tableau.client() as client:
-            return client.project("default").id
+            return client.project("Default").id
 
     result = dg.materialize([project_id], resources={"tableau": resource})
     assert result.output_for_node("project_id")
     assert TOKEN_SECRET not in repr(resource)
     with resource.client() as outside:  # outside a run the EnvVar is read by the client
-        assert outside.project("default").name == "default"
+        assert outside.project("Default").name == "Default"
 
 
 def test_a_401_signs_in_again_once_and_then_gives_up(
     client: TableauClient, emulator: Emulator
 ) -> None:
     emulator.faults.fail_requests("GET", r"/projects$", status=401, count=1)
-    assert client.project("default").name == "default"
+    assert client.project("Default").name == "Default"
     emulator.faults.fail_requests("GET", r"/projects$", status=401, count=3)
     with pytest.raises(TableauSignInError, match="Check the personal access token"):
-        client.project("default")
-    assert client.project("default").name == "default"  # the third 401, then a new session
+        client.project("Default")
+    assert client.project("Default").name == "Default"  # the third 401, then a new session
 
 
-def test_project_lookup(client: TableauClient) -> None:
-    assert client.project("default").name == "default"
-    with pytest.raises(ConfigurationError, match="0 projects named 'Finance'"):
+def test_project_paths_name_nested_projects_and_ambiguity_lists_candidates(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    tsc = TSC.Server(emulator.url, use_server_version=True)  # a client nobody here wrote
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth(*RAW_TOKEN, site_id=SITE))
+    top = tsc.projects.create(TSC.ProjectItem("Sales"))
+    marketing = tsc.projects.create(TSC.ProjectItem("Marketing"))
+    emea = tsc.projects.create(TSC.ProjectItem("EMEA", parent_id=top.id))
+    tsc.projects.create(TSC.ProjectItem("EMEA", parent_id=marketing.id))  # same name, other parent
+    with pytest.raises(TSC.ServerResponseError) as twin:
+        tsc.projects.create(TSC.ProjectItem("EMEA", parent_id=top.id))
+    assert twin.value.code == "409006"
+    tsc.auth.sign_out()
+
+    assert client.project("Default").path == "Default"
+    assert client.project("Sales/EMEA") == Project(emea.id, "EMEA", top.id, "Sales/EMEA")
+    assert client.project("/Sales").id == top.id
+    with pytest.raises(AmbiguousProjectError, match="2 projects matching 'EMEA'") as several:
+        client.project("EMEA")
+    assert several.value.candidates == ["Marketing/EMEA", "Sales/EMEA"]
+    with pytest.raises(ProjectNotFoundError) as none:
+        client.project("Asia/EMEA")
+    assert none.value.candidates == ["Marketing/EMEA", "Sales/EMEA"]
+    with pytest.raises(ProjectNotFoundError, match="no project 'Finance'") as none:
         client.project("Finance")
+    assert none.value.candidates == [
+        "Default",
+        "Marketing",
+        "Marketing/EMEA",
+        "Sales",
+        "Sales/EMEA",
+    ]
+
+    local = sales(hyper_files, tmp_path / "s.hyper", range(3))
+    nested = client.publish_file(local, "ds", emea.id)
+    assert client.find_datasource("ds", emea.id) == nested
+    assert client.find_datasource("ds", client.project("Default").id) is None
+    stored_at = emulator.site_dir(SITE) / "projects" / "Sales" / "EMEA" / "ds.hyper"
+    assert hyper_files.read(stored_at) == hyper_files.read(local)
+
+
+def test_sites_keep_their_own_data_and_a_session_serves_only_its_site(
+    client: TableauClient, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    on_site = publish(client, sales(hyper_files, tmp_path / "a.hyper", range(3)), "ds")
+    default = settings(emulator, site="", token_name=RAW_TOKEN[0], token_secret=RAW_TOKEN[1])
+    with default.client() as other:
+        assert other.find_datasource("ds", other.project("Default").id) is None
+        on_default = publish(other, sales(hyper_files, tmp_path / "b.hyper", range(5, 7)), "ds")
+        assert on_default.id != on_site.id
+        with pytest.raises(TableauRequestError) as refused:  # the other site's data source
+            other.update_data(on_site.id, WINDOW, request_id="elsewhere")
+        assert (refused.value.status, refused.value.code) == (404, "404011")
+        other._site_id = emulator.site_id(SITE)  # a path with the other site's id
+        with pytest.raises(TableauRequestError) as forbidden:
+            other.find_datasource("ds", on_site.project_id)
+        assert (forbidden.value.status, forbidden.value.code) == (403, "403000")
+    assert emulator.site_id("") != emulator.site_id(SITE)
+    assert stored(hyper_files, emulator, "ds")["Extract.sales"] == rows(range(3))
+    default_copy = hyper_files.read(emulator.site_dir("") / "ds.hyper")
+    assert default_copy["Extract.sales"] == rows(range(5, 7))
+    with (
+        settings(emulator, site="nowhere").client() as lost,
+        pytest.raises(TableauSignInError, match="no site with content URL 'nowhere'"),
+    ):
+        lost.project("Default")
+
+
+# --- Connected Apps ------------------------------------------------------------------------------
+
+
+def connected_app(emulator: Emulator, **overrides: Any) -> TableauServerResource:
+    app = {
+        "token_name": "",
+        "token_secret": "",
+        "connected_app_client_id": APP.client_id,
+        "connected_app_secret_id": APP.secret_id,
+        "connected_app_secret_value": APP.secret_value,
+        "username": "etl@example.com",
+    }
+    return settings(emulator, **{**app, **overrides})
+
+
+def test_a_connected_app_publishes_and_signs_in_again_with_a_fresh_jwt_on_401(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path, records: list[logging.LogRecord]
+) -> None:
+    local = sales(hyper_files, tmp_path / "s.hyper", range(2000))
+    payload = hyper_files.create(
+        tmp_path / "payload.hyper", {("Extract", "new_sales"): (COLUMNS, rows(range(10, 13)))}
+    )
+    resource = connected_app(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1)
+    with resource.client() as client:
+        # the session ends after every chunk, and before the first poll of the job
+        source = publish(client, local, "app", on_progress=lambda *_: emulator.expire_tokens())
+        emulator.faults.expire_sessions_before("GET", r"/jobs/")
+        job = client.update_data(source.id, WINDOW[1:], request_id="app-1", payload=payload)
+        assert client.wait_for_job(job.id).finish_code == 0
+    signed_in = [r.getMessage() for r in records if r.getMessage().startswith("Signed in")]
+    assert (
+        len(signed_in) >= 5 and "connected app 'app-client-id' as 'etl@example.com'" in signed_in[0]
+    )
+    expected = sorted(rows(range(2000)) + rows(range(10, 13)), key=repr)
+    assert stored(hyper_files, emulator, "app")["Extract.sales"] == expected
+    shown = [r.getMessage() for r in records] + [repr(resource), str(resource)]
+    assert not [text for text in shown if APP.secret_value in text or "eyJ" in text]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"connected_app_secret_value": "not-the-secret"}, "signature does not verify"),
+        ({"connected_app_secret_id": "other-secret"}, "unknown connected app or secret"),
+        ({"connected_app_client_id": "other-app"}, "unknown connected app or secret"),
+    ],
+)
+def test_a_wrong_connected_app_secret_is_refused(
+    emulator: Emulator, overrides: dict[str, str], message: str
+) -> None:
+    with (
+        connected_app(emulator, **overrides).client() as client,
+        pytest.raises(TableauSignInError, match=message) as refused,
+    ):
+        client.project("Default")
+    assert refused.value.code == "401001" and "Connected App" in str(refused.value)
+
+
+def test_the_emulator_checks_the_jwts_expiry_audience_and_scopes(emulator: Emulator) -> None:
+    def sign_in(jwt: str) -> httpx.Response:
+        body = {"credentials": {"jwt": jwt, "site": {"contentUrl": SITE}}}
+        return httpx.post(f"{emulator.url}/api/3.24/auth/signin", json=body, headers=JSON)
+
+    app = (APP.client_id, APP.secret_id, APP.secret_value, "etl@example.com")
+    expired = sign_in(connected_app_jwt(*app, lifetime_seconds=-5))
+    assert expired.status_code == 401 and "has expired" in expired.json()["error"]["detail"]
+    header, claims, _ = connected_app_jwt(*app).split(".")
+    wrong = json.loads(base64.urlsafe_b64decode(claims + "=="))
+    wrong["aud"] = "someone-else"
+    forged = f"{header}.{b64url(json.dumps(wrong).encode())}"
+    forged += "." + signature(forged, APP.secret_value)
+    assert "wrong audience" in sign_in(forged).json()["error"]["detail"]
+
+    reader = connected_app(emulator, scopes=["tableau:content:read"])
+    with reader.client() as client:
+        assert client.project("Default").name == "Default"
+        with pytest.raises(TableauRequestError, match="tableau:file_uploads:create") as denied:
+            client.upload_file(Path(__file__))
+    assert (denied.value.status, denied.value.code) == (403, "403000")
+    with connected_app(
+        emulator, scopes=["tableau:content:read", "tableau:file_uploads:*"]
+    ).client() as c:
+        assert c.upload_file(Path(__file__))
+
+
+def test_a_connected_apps_secret_comes_from_an_env_var_in_a_dagster_run(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_APP_SECRET", APP.secret_value)
+    resource = connected_app(emulator, connected_app_secret_value=dg.EnvVar("TEST_APP_SECRET"))
+
+    @dg.asset
+    def project_id(tableau: TableauServerResource) -> str:
+        with tableau.client() as client:
+            return client.project("Default").id
+
+    result = dg.materialize([project_id], resources={"tableau": resource})
+    assert result.output_for_node("project_id")
+    assert APP.secret_value not in repr(resource)
+
+
+def test_one_way_to_sign_in_must_be_configured(emulator: Emulator) -> None:
+    both = connected_app(emulator, token_name=TOKEN_NAME, token_secret=TOKEN_SECRET)
+    with both.client() as client, pytest.raises(ConfigurationError, match="one way to sign in"):
+        client.project("Default")
 
 
 # --- publishing ---------------------------------------------------------------------------------
@@ -185,7 +367,7 @@ def test_publish_creates_then_overwrites_and_refuses_without_overwrite(
     name = "Verkäufe & Co, 2024"  # escaping: XML, the name filter, the file name
     first = sales(hyper_files, tmp_path / "v1.hyper", range(3))
     created = publish(client, first, name)
-    assert created.name == name and created.project_id == client.project("default").id
+    assert created.name == name and created.project_id == client.project("Default").id
     assert stored(hyper_files, emulator, name) == hyper_files.read(first)
     assert client.find_datasource(name, created.project_id) == created
     assert client.find_datasource("absent", created.project_id) is None
@@ -214,8 +396,32 @@ def test_a_file_is_uploaded_in_several_chunks(
             client, local, "chunked", on_progress=lambda done, total: progress.append((done, total))
         )
     assert len(progress) == 5 and progress[-1] == (size, size)
-    assert (emulator.data_dir / "chunked.hyper").read_bytes() == local.read_bytes()
+    assert (emulator.site_dir(SITE) / "chunked.hyper").read_bytes() == local.read_bytes()
     assert stored(hyper_files, emulator, "chunked") == hyper_files.read(local)
+
+
+def test_a_file_above_the_threshold_is_published_as_a_job_polled_to_its_end(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path, records: list[logging.LogRecord]
+) -> None:
+    first = sales(hyper_files, tmp_path / "v1.hyper", range(3))
+    second = sales(hyper_files, tmp_path / "v2.hyper", range(7, 9), extra=False)
+    with settings(emulator, publish_as_job_bytes=first.stat().st_size - 1).client() as client:
+        created = publish(client, first, "big")
+        assert stored(hyper_files, emulator, "big") == hyper_files.read(first)
+        messages = [r.getMessage() for r in records]
+        assert any("runs as Tableau job" in m for m in messages)
+        assert any(m.startswith("Publish job ") and m.endswith(": 100%") for m in messages)
+        with pytest.raises(DataSourceExistsError):  # refused before a job is queued
+            publish(client, second, "big")
+        emulator.faults.fail_next_job("backgrounder out of disk")
+        with pytest.raises(TableauJobError, match=r"out of disk.*publish again") as failed:
+            publish(client, second, "big", overwrite=True)
+        assert failed.value.finish_code == 1
+        assert stored(hyper_files, emulator, "big") == hyper_files.read(first)
+        assert publish(client, second, "big", overwrite=True).id == created.id
+    assert stored(hyper_files, emulator, "big") == hyper_files.read(second)
+    leftovers = [p for p in (emulator.data_dir / ".emulator").rglob("*") if p.is_file()]
+    assert leftovers == []
 
 
 def test_a_503_during_upload_is_retried(
@@ -236,7 +442,7 @@ def test_a_chunk_without_answer_restarts_the_upload_and_nothing_is_appended_twic
     with settings(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1).client() as client:
         publish(client, local, "restarted")
     assert [r for r in records if "starting over" in r.getMessage()]
-    assert (emulator.data_dir / "restarted.hyper").read_bytes() == local.read_bytes()
+    assert (emulator.site_dir(SITE) / "restarted.hyper").read_bytes() == local.read_bytes()
 
 
 def test_a_publish_without_answer_is_not_repeated(
@@ -258,7 +464,7 @@ def test_token_expiry_mid_upload_signs_in_again_and_continues(
     with settings(emulator, upload_chunk_bytes=local.stat().st_size // 3 + 1).client() as client:
         publish(client, local, "expiring", on_progress=lambda done, total: emulator.expire_tokens())
         emulator.expire_tokens()
-        assert client.find_datasource("expiring", client.project("default").id)
+        assert client.find_datasource("expiring", client.project("Default").id)
     # after chunks 1 and 2 (the next chunk), chunk 3 (the publish), then the project lookup
     assert len([r for r in records if "signing in again" in r.getMessage()]) == 4
     assert stored(hyper_files, emulator, "expiring") == hyper_files.read(local)
@@ -363,7 +569,7 @@ def test_a_payload_above_the_limit_says_to_lower_the_batch_size(
 def test_429_waits_as_long_as_retry_after_says(client: TableauClient, emulator: Emulator) -> None:
     emulator.faults.fail_requests("GET", r"/projects$", status=429, retry_after=1)
     started = time.monotonic()
-    assert client.project("default").name == "default"
+    assert client.project("Default").name == "Default"
     assert time.monotonic() - started >= 1.0
 
 
@@ -375,7 +581,7 @@ def test_retries_are_bounded_in_count_and_time(
         settings(emulator, max_retries=2).client() as client,
         pytest.raises(TableauRequestError, match="kept failing") as failed,
     ):
-        client.project("default")
+        client.project("Default")
     assert failed.value.status == 503
     retries = [r.getMessage() for r in records if "answered 503; retry" in r.getMessage()]
     assert len(retries) == 2  # two retries, then the third 503 is raised
@@ -383,7 +589,7 @@ def test_retries_are_bounded_in_count_and_time(
         settings(emulator, retry_max_total_seconds=0.0).client() as client,
         pytest.raises(TableauRequestError),
     ):
-        client.project("default")
+        client.project("Default")
 
 
 def test_an_unreachable_server_is_a_connection_error(emulator: Emulator) -> None:
@@ -394,5 +600,46 @@ def test_an_unreachable_server_is_a_connection_error(emulator: Emulator) -> None
         settings(emulator, server_url=f"http://127.0.0.1:{port}", max_retries=1).client() as c,
         pytest.raises(TableauConnectionError, match="Check server_url") as lost,
     ):
-        c.project("default")
+        c.project("Default")
     assert not lost.value.maybe_applied
+
+
+PUBLISH_AND_REPORT_PEAK = """
+import resource, sys
+from hyper_assets.tableau.client import TableauServerResource
+
+url, path, chunk = sys.argv[1:]
+tableau = TableauServerResource(
+    server_url=url, site="analytics", token_name="ci", token_secret="s3cret-tøken",
+    upload_chunk_bytes=int(chunk), timeout_seconds=600, job_poll_initial_seconds=0.05,
+)
+with tableau.client() as client:
+    client.publish_file(path, "huge", client.project("Default").id, overwrite=True)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+@pytest.mark.slow
+def test_a_publish_of_several_gigabytes_keeps_the_clients_memory_flat(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Peak RSS of a client process publishing 256 MB and 3 GB (both as jobs) is the same,
+    within a chunk: the file is read and sent a chunk at a time."""
+    chunk = 50 * 2**20  # the default
+    peaks = {}
+    for size in (256 * 2**20, 3 * 2**30):
+        path = tmp_path / f"{size}.hyper"
+        with path.open("wb") as file:  # sparse: costs no disk until uploaded
+            file.truncate(size)
+        child = subprocess.run(
+            [sys.executable, "-c", PUBLISH_AND_REPORT_PEAK, emulator.url, str(path), str(chunk)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=True,
+        )
+        peaks[size] = int(child.stdout.split()[-1])
+        assert emulator.datasource_file("huge", "Default", SITE).stat().st_size == size
+        path.unlink()
+    small, big = peaks.values()
+    assert big - small < chunk, f"peak RSS {small / 2**20:.0f} MB vs {big / 2**20:.0f} MB"

@@ -21,6 +21,7 @@ from hyper_assets.tableau.actions import Always, Delete, Insert, batch_to_json
 
 NS = {"t": "http://tableau.com/api"}
 RAW_TOKEN = ("raw", "raw-secret")
+SITE = "analytics"  # as in conftest.py
 Column = TableDefinition.Column
 INSERT_NEW = batch_to_json([Insert(source_table="new", target_table="Extract")])
 
@@ -45,11 +46,11 @@ def multipart(parts: dict[str, bytes]) -> tuple[bytes, str]:
 class Raw:
     """An httpx client signed in to the emulator, with the few calls these tests need."""
 
-    def __init__(self, emulator: Emulator) -> None:
+    def __init__(self, emulator: Emulator, site: str = SITE) -> None:
         self.http = httpx.Client(base_url=f"{emulator.url}/api/3.24", timeout=30)
         signin = (
             f'<tsRequest><credentials personalAccessTokenName="{RAW_TOKEN[0]}" '
-            f'personalAccessTokenSecret="{RAW_TOKEN[1]}"><site contentUrl=""/>'
+            f'personalAccessTokenSecret="{RAW_TOKEN[1]}"><site contentUrl="{site}"/>'
             "</credentials></tsRequest>"
         )
         reply = ET.fromstring(self.http.post("/auth/signin", content=signin).content)
@@ -123,7 +124,7 @@ def published(server: TSC.Server, hyper_files: Any, tmp_path: Path) -> tuple[str
 
 
 def rows(hyper_files: Any, emulator: Emulator) -> list[tuple]:
-    return hyper_files.read(emulator.data_dir / "ds.hyper")["Extract.Extract"]
+    return hyper_files.read(emulator.site_dir(SITE) / "ds.hyper")["Extract.Extract"]
 
 
 @pytest.mark.parametrize(
@@ -204,7 +205,7 @@ def test_chunked_upload_then_publish_from_the_session(
         headers={"Content-Type": kind},
     )
     assert raw.xml(reply, 201).find("t:datasource", NS).get("name") == "Café ☕"
-    assert (emulator.data_dir / "Café ☕.hyper").read_bytes() == source.read_bytes()
+    assert (emulator.site_dir(SITE) / "Café ☕.hyper").read_bytes() == source.read_bytes()
 
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", ".hidden", ""])
@@ -219,7 +220,7 @@ def test_unsafe_data_source_names_are_refused(raw: Raw, emulator: Emulator, name
         f"{raw.site}/datasources?datasourceType=hyper", content=body, headers={"Content-Type": kind}
     )
     assert reply.status_code == 400, reply.text
-    assert [p.name for p in emulator.data_dir.iterdir()] in ([], [".emulator"])
+    assert list(emulator.data_dir.rglob("*.hyper")) == []
 
 
 @pytest.mark.parametrize(("status", "retry_after"), [(429, 2), (503, None), (500, None)])
@@ -254,9 +255,34 @@ def test_an_injected_job_failure_reports_notes_and_changes_nothing(
         "t:job", NS
     )
     done = raw.wait(job.get("id"))
-    assert done.get("finishCode") == "1"
-    assert done.find("t:notes", NS).text == "backgrounder out of disk"
+    assert (done.get("finishCode"), done.get("progress")) == ("1", "100")
+    # as recorded from real servers: the notes sit inside the job-type element
+    assert done.find("t:notes", NS) is None
+    detail = done.find("t:updateUploadedFileJob", NS)
+    assert [child.tag.rpartition("}")[2] for child in detail] == [
+        "datasource",
+        "connectionLuid",
+        "notes",
+    ]
+    assert detail.find("t:notes", NS).text == "backgrounder out of disk"
+    assert detail.find("t:datasource", NS).get("id") == ds_id
     assert rows(hyper_files, emulator) == [(1,)]
+
+
+def test_a_job_has_completed_at_only_once_it_ends(
+    raw: Raw, published: tuple[str, Path], emulator: Emulator
+) -> None:
+    ds_id, payload = published
+    emulator.faults.pause_jobs()
+    emulator.faults.fail_next_job("")  # a failure without notes, as recorded on real servers
+    queued = raw.xml(raw.patch(ds_id, "quiet", raw.upload(payload.read_bytes())), 202)
+    job = queued.find("t:job", NS)
+    assert job.get("completedAt") is None and job.get("finishCode") is None
+    assert raw.job(job.get("id")).get("completedAt") is None
+    emulator.faults.resume_jobs()
+    done = raw.wait(job.get("id"))
+    assert (done.get("finishCode"), done.get("progress")) == ("1", "100")
+    assert done.find(".//t:notes", NS) is None
 
 
 def test_a_queued_job_can_be_cancelled(
@@ -301,7 +327,119 @@ def test_the_command_line_prints_a_generated_token(tmp_path: Path) -> None:
         name, secret = (part.split("=", 1)[1] for part in token.split()[-2:])
         server = TSC.Server(url, use_server_version=True)
         server.auth.sign_in(TSC.PersonalAccessTokenAuth(name, secret))
-        assert [p.name for p in server.projects.get()[0]] == ["default"]
+        assert [p.name for p in server.projects.get()[0]] == ["Default"]
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0
+
+
+def test_sites_projects_and_files_survive_a_restart(
+    tmp_path: Path, hyper: Any, hyper_files: Any
+) -> None:
+    cols = [Column("id", SqlType.int())]
+    local = hyper_files.create(tmp_path / "s.hyper", {("Extract", "t"): (cols, [(7,)])})
+    tokens = {"ci": "pw"}
+    (tmp_path / "data").mkdir()
+    listed = []
+    for _ in range(2):
+        with Emulator(tmp_path / "data", tokens=tokens, hyper=hyper, sites=("", SITE)) as running:
+            project_id = running.add_project("Ops/Daily", SITE)  # a second call finds it
+            server = TSC.Server(running.url, use_server_version=True)
+            server.auth.sign_in(TSC.PersonalAccessTokenAuth("ci", "pw", site_id=SITE))
+            if not listed:
+                server.datasources.publish(
+                    TSC.DatasourceItem(project_id, name="kept"), local, "CreateNew"
+                )
+            found, _ = server.datasources.get()
+            projects = sorted((p.name, p.parent_id or "") for p in TSC.Pager(server.projects))
+            listed.append(([(d.id, d.name, d.project_id) for d in found], project_id, projects))
+            server.auth.sign_out()
+    assert listed[0] == listed[1] and listed[0][0][0][2] == listed[0][1]
+    assert [name for name, _ in listed[0][2]] == ["Daily", "Default", "Ops"]
+
+
+def test_unknown_endpoints_answer_404003_and_the_default_site_keeps_working(
+    emulator: Emulator,
+) -> None:
+    default = Raw(emulator, site="")
+    assert default.site == f"/sites/{emulator.site_id('')}"
+    unknown = default.http.get(f"{default.site}/workbooks")
+    assert unknown.status_code == 404 and error_code(unknown) == "404003"
+    other_site = default.http.get(f"/sites/{emulator.site_id(SITE)}/projects")
+    assert other_site.status_code == 403 and error_code(other_site) == "403000"
+    projects = default.xml(default.http.get(f"{default.site}/projects"), 200)
+    [project] = projects.findall(".//t:project", NS)
+    assert project.get("name") == "Default" and project.find("t:owner", NS).get("id")
+
+
+RECORDED = Path(__file__).parent / "recorded"
+
+
+def shape(element: ET.Element) -> tuple[set[str], set[str]]:
+    """An element's attribute names and its children's tags."""
+    return set(element.attrib), {child.tag.rpartition("}")[2] for child in element}
+
+
+def recorded_shape(name: str, path: str) -> tuple[set[str], set[str]]:
+    """The union of the shapes of every element at `path` in a reply recorded from a server."""
+    attrs: set[str] = set()
+    children: set[str] = set()
+    for element in ET.parse(RECORDED / name).getroot().findall(path, NS):
+        more = shape(element)
+        attrs |= more[0]
+        children |= more[1]
+    return attrs, children
+
+
+def test_replies_carry_what_a_real_servers_reply_carries(
+    raw: Raw, published: tuple[str, Path], emulator: Emulator
+) -> None:
+    ds_id, payload = published
+    top = emulator.add_project("Top", SITE)
+    child = f'<tsRequest><project name="Child" parentProjectId="{top}"/></tsRequest>'
+    created = raw.xml(raw.http.post(f"{raw.site}/projects", content=child), 201)
+    assert created.find("t:project", NS).get("parentProjectId") == top
+    job = raw.xml(raw.patch(ds_id, "shape", raw.upload(payload.read_bytes())), 202).find(
+        "t:job", NS
+    )
+    done = raw.wait(job.get("id"))
+    replies = {
+        ("project_get.xml", ".//t:project"): raw.xml(
+            raw.http.get(f"{raw.site}/projects"), 200
+        ).findall(".//t:project", NS),
+        ("datasource_get.xml", ".//t:datasource"): raw.xml(
+            raw.http.get(f"{raw.site}/datasources"), 200
+        ).findall(".//t:datasource", NS),
+        ("datasource_populate_connections.xml", ".//t:connection"): raw.xml(
+            raw.http.get(f"{raw.site}/datasources/{ds_id}/connections"), 200
+        ).findall(".//t:connection", NS),
+        ("job_get_by_id_failed.xml", "t:job"): [done],
+        ("job_get_by_id_failed.xml", "t:job/t:updateUploadedFileJob"): [
+            done.find("t:updateUploadedFileJob", NS)
+        ],
+        ("datasource_data_update.xml", "t:job"): [job],
+    }
+    for (name, path), elements in replies.items():
+        want_attrs, want_children = recorded_shape(name, path)
+        have_attrs, have_children = set(), set()
+        for element in elements:
+            have_attrs |= shape(element)[0]
+            have_children |= shape(element)[1]
+        assert want_attrs <= have_attrs, (name, want_attrs - have_attrs)
+        assert want_children <= have_children, (name, want_children - have_children)
+
+
+def test_projects_filter_by_name_parent_and_top_level(raw: Raw, emulator: Emulator) -> None:
+    top = emulator.add_project("Sales", SITE)
+    emea = emulator.add_project("Sales/EMEA", SITE)
+    other = emulator.add_project("Marketing/EMEA", SITE)
+
+    def ids(query: str) -> list[str]:
+        reply = raw.xml(raw.http.get(f"{raw.site}/projects", params={"filter": query}), 200)
+        return sorted(p.get("id") for p in reply.findall(".//t:project", NS))
+
+    assert ids("name:eq:EMEA") == sorted([emea, other])
+    assert ids(f"name:eq:EMEA,parentProjectId:eq:{top}") == [emea]
+    assert len(ids("topLevelProject:eq:true")) == 3  # Default, Sales, Marketing
+    refused = raw.http.get(f"{raw.site}/projects", params={"filter": "owner:eq:x"})
+    assert refused.status_code == 400 and "is not emulated" in refused.text

@@ -27,11 +27,12 @@ from hyper_assets.tableau.actions import (
 )
 
 Column = TableDefinition.Column
+SITE = "analytics"  # as in conftest.py
 
 
 def publish(server: TSC.Server, path: Path, name: str, mode: str = "CreateNew") -> Any:
     projects, _ = server.projects.get()
-    default = next(p for p in projects if p.name == "default")
+    default = next(p for p in projects if p.name == "Default")
     return server.datasources.publish(TSC.DatasourceItem(default.id, name=name), path, mode)
 
 
@@ -48,7 +49,7 @@ def test_server_info_projects_and_publish_round_trip(
     info = server.server_info.get()
     assert info.rest_api_version == "3.24" and info.build_number
     projects, pagination = server.projects.get()
-    assert [p.name for p in projects] == ["default"] and pagination.total_available == 1
+    assert [p.name for p in projects] == ["Default"] and pagination.total_available == 1
 
     cols = [Column("id", SqlType.int())]
     first = hyper_files.create(
@@ -57,7 +58,7 @@ def test_server_info_projects_and_publish_round_trip(
     second = hyper_files.create(tmp_path / "v2.hyper", {("Extract", "a"): (cols, [(3,)])})
     created = publish(server, first, "Verkäufe 2024")
     assert created.name == "Verkäufe 2024" and created.project_id == projects[0].id
-    stored = emulator.data_dir / "Verkäufe 2024.hyper"
+    stored = emulator.site_dir(SITE) / "Verkäufe 2024.hyper"
     assert hyper_files.read(stored) == {"Extract.a": [(1,)], "Extract.b": [(2,)]}
 
     with pytest.raises(TSC.ServerResponseError) as refused:
@@ -92,7 +93,7 @@ def test_update_through_a_connection_and_job_lookup(
     assert job.finish_code == 0 and job.completed_at is not None
     again = server.jobs.get_by_id(job.id)
     assert again.finish_code == 0 and again.progress == "100"
-    assert hyper_files.read(emulator.data_dir / "ds.hyper") == {
+    assert hyper_files.read(emulator.site_dir(SITE) / "ds.hyper") == {
         "Extract.Extract": [(1,), (2,), (3,)]
     }
 
@@ -139,7 +140,7 @@ def test_star_schema_refresh_replaces_dimensions_and_appends_facts(
         "star-1",
     )
     assert job.finish_code == 0
-    assert hyper_files.read(emulator.data_dir / "ads.hyper") == {
+    assert hyper_files.read(emulator.site_dir(SITE) / "ads.hyper") == {
         "Extract.marketing_campaigns": [(1, "Spring 2"), (3, "Autumn")],
         "Extract.ad_customers": [(10, "Acme"), (11, "Bähr GmbH")],
         "Extract.ad_views": [
@@ -178,7 +179,7 @@ def test_rolling_window_deletes_old_rows_and_inserts_the_increment(
         "window-1",
     )
     assert job.finish_code == 0
-    assert hyper_files.read(emulator.data_dir / "window.hyper") == {
+    assert hyper_files.read(emulator.site_dir(SITE) / "window.hyper") == {
         "Extract.extract": [
             (3, datetime(2018, 12, 6, 19, 21, 13)),
             (4, None),
@@ -231,7 +232,7 @@ def test_change_data_capture_with_a_two_column_key(
         "cdc-1",
     )
     assert job.finish_code == 0
-    assert hyper_files.read(emulator.data_dir / "cdc.hyper") == {
+    assert hyper_files.read(emulator.site_dir(SITE) / "cdc.hyper") == {
         "Extract.extract": sorted(
             [
                 ("eu", 1, "Åsa", 1.0),
@@ -260,7 +261,7 @@ def test_a_batch_whose_last_action_fails_leaves_the_data_source_unchanged(
         tmp_path / "p.hyper", {("public", "rows"): (loose, [(3, "z"), (None, "no id")])}
     )
     item = publish(server, target, "atomic")
-    stored = emulator.data_dir / "atomic.hyper"
+    stored = emulator.site_dir(SITE) / "atomic.hyper"
     before = hyper_files.read(stored)
     body = batch_to_json(
         [
@@ -279,3 +280,57 @@ def test_a_batch_whose_last_action_fails_leaves_the_data_source_unchanged(
     [note] = failed.value.notes
     assert note.startswith("action 2 (insert):") and "rolled back" in note
     assert hyper_files.read(stored) == before
+
+
+def test_publish_update_and_jobs_in_a_nested_project_on_a_site(
+    server: TSC.Server, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    assert server.site_id == emulator.site_id(SITE) != emulator.site_id("")
+    finance = server.projects.create(TSC.ProjectItem("Finance", description="money"))
+    reports = server.projects.create(TSC.ProjectItem("Reports", parent_id=finance.id))
+    projects = {p.id: p for p in TSC.Pager(server.projects)}
+    assert projects[reports.id].parent_id == finance.id and projects[finance.id].parent_id is None
+    assert projects[reports.id].content_permissions == "ManagedByOwner"
+    assert projects[reports.id].owner_id
+    default = next(p for p in projects.values() if p.name == "Default")
+    assert default.description == "The default project that was automatically created by Tableau."
+
+    cols = [Column("id", SqlType.int())]
+    target = hyper_files.create(tmp_path / "t.hyper", {("Extract", "Extract"): (cols, [(1,)])})
+    payload = hyper_files.create(tmp_path / "p.hyper", {("public", "new"): (cols, [(2,)])})
+    item = server.datasources.publish(
+        TSC.DatasourceItem(reports.id, name="ledger"), target, "CreateNew"
+    )
+    assert item.project_id == reports.id and item.project_name == "Reports"
+    assert item.owner_id and item.tags == set() and item.encrypt_extracts is False
+    assert item.webpage_url.endswith(f"/#/site/{SITE}/datasources/{item.id}")
+    server.datasources.populate_connections(item)
+    [connection] = item.connections
+    assert connection.embed_password is False and connection.datasource_id == item.id
+    job = update(server, item, [Insert(source_table="new", target_table="Extract")], payload, "n1")
+    assert job.finish_code == 0 and job.datasource_id == item.id
+    assert server.jobs.get_by_id(job.id).progress == "100"
+    stored = emulator.site_dir(SITE) / "projects" / "Finance" / "Reports" / "ledger.hyper"
+    assert stored == emulator.datasource_file("ledger", "Finance/Reports", SITE)
+    assert hyper_files.read(stored) == {"Extract.Extract": [(1,), (2,)]}
+
+
+def test_a_publish_as_job_is_polled_by_tsc(
+    server: TSC.Server, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    cols = [Column("id", SqlType.int())]
+    first = hyper_files.create(tmp_path / "a.hyper", {("Extract", "t"): (cols, [(1,)])})
+    second = hyper_files.create(tmp_path / "b.hyper", {("Extract", "t"): (cols, [(2,)])})
+    created = publish(server, first, "async")
+    projects, _ = server.projects.get()
+    default = next(p for p in projects if p.name == "Default")
+    item = TSC.DatasourceItem(default.id, name="async")
+    emulator.faults.pause_jobs()
+    job = server.datasources.publish(item, second, "Overwrite", as_job=True)
+    assert job.type == "PublishDatasource" and job.completed_at is None
+    assert job.finish_code == 1  # as a real server's reply: queued, yet finishCode 1
+    emulator.faults.resume_jobs()
+    done = server.jobs.wait_for_job(job, timeout=60)
+    assert done.finish_code == 0 and done.datasource_id == created.id
+    stored = emulator.datasource_file("async", "Default", SITE)
+    assert hyper_files.read(stored) == {"Extract.t": [(2,)]}

@@ -8,6 +8,7 @@ emulator's copy must equal the local file's, row for row.
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -22,11 +23,13 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 import pytest
+import tableauserverclient as TSC
 from tableauhyperapi import Connection, SqlType, TableDefinition, TableName, escape_name
 
 from hyper_assets import HyperIOManager, HyperResource
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import (
+    AmbiguousProjectError,
     ConfigurationError,
     CorruptFileError,
     PublishError,
@@ -40,8 +43,8 @@ from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.publish import Publisher
 
 Column = TableDefinition.Column
-NAME, PROJECT = "Sales", "default"
-TOKEN_NAME, TOKEN_SECRET = "ci", "s3cret-tøken"  # as the emulator fixture in conftest.py
+NAME, PROJECT = "Sales", "Default"
+TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-01")
 
 
@@ -110,9 +113,9 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
             }
         )
 
+    publish = {"project": PROJECT, **publish}
     published = tableau_datasource_asset(  # its default key, `sales`, is the table's
         datasource=NAME,
-        project=PROJECT,
         deps=[products, sales, events, stock],
         key="published_sales",
         **publish,
@@ -133,6 +136,7 @@ class Setup:
     def resources(self) -> dict[str, Any]:
         tableau = TableauServerResource(
             server_url=self.emulator.url,
+            site=SITE,
             token_name=TOKEN_NAME,
             token_secret=TOKEN_SECRET,
             retry_initial_delay_seconds=0.01,
@@ -179,9 +183,17 @@ class Setup:
         (materialization,) = result.asset_materializations_for_node(published.op.name)
         return {k: v.value for k, v in materialization.metadata.items()}
 
+    def remote(self) -> Path:
+        """The emulator's copy of the data source, in the folder of its project."""
+        project = self.publish_options.get("project", PROJECT)
+        folder = self.emulator.site_dir(SITE)
+        if project != "Default":
+            folder = folder.joinpath("projects", *project.split("/"))
+        return folder / f"{NAME}.hyper"
+
     def assert_equal(self) -> None:
         """Every table of the emulator's copy holds the local table's rows (as multisets)."""
-        remote = self.emulator.data_dir / f"{NAME}.hyper"
+        remote = self.remote()
         with Connection(self.hyper.endpoint) as connection:
             tables = {}
             for alias, path in (("local", self.database), ("remote", remote)):
@@ -249,7 +261,7 @@ def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> N
     third = setup.publish()
     assert third["publish"] == "none" and third["batches"] == 0
 
-    remote = setup.emulator.data_dir / f"{NAME}.hyper"
+    remote = setup.emulator.site_dir(SITE) / f"{NAME}.hyper"
     with Connection(setup.hyper.endpoint, remote) as connection:
         connection.execute_command('DELETE FROM "Extract"."events" WHERE "id" = 3')
     with pytest.raises(AssertionError, match=r"Extract\.events differs"):
@@ -275,7 +287,7 @@ def test_rolling_window_delete_and_a_backfill_range(setup: Setup) -> None:
         ("window", 5),
     ]
     setup.assert_equal()
-    remote = setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper")["Extract.sales"]
+    remote = setup.files.read(setup.emulator.site_dir(SITE) / f"{NAME}.hyper")["Extract.sales"]
     assert {row[0] for row in remote} == {date(2024, 3, d) for d in (2, 3, 4)}
 
 
@@ -516,13 +528,22 @@ def test_two_publishes_at_once_send_each_change_once(setup: Setup) -> None:
 
 def test_a_failed_job_keeps_the_changes_for_the_next_run(setup: Setup) -> None:
     published_base(setup)
-    before = setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper")
+    before = setup.files.read(setup.emulator.site_dir(SITE) / f"{NAME}.hyper")
     some_changes(setup, 1)
     setup.emulator.faults.fail_next_job("backgrounder out of disk")
     with pytest.raises(PublishError, match="backgrounder out of disk"):
         setup.publish()
-    assert setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper") == before
+    assert setup.files.read(setup.emulator.site_dir(SITE) / f"{NAME}.hyper") == before
     assert len(Outbox(setup.database).changes()) == 3
+    setup.emulator.faults.fail_next_job("")  # failed without notes, as real servers do
+    with pytest.raises(PublishError) as quiet:
+        setup.publish()
+    jobs_page = re.escape(f"{setup.emulator.url}/#/") + r"(site/[^/]+/)?jobs"
+    assert re.search(
+        r"Batch 1 of 1 failed on the server.*Tableau gave no notes: look job "
+        rf"[0-9a-f-]{{36}} up on the site's Jobs page \({jobs_page}\)",
+        str(quiet.value),
+    ), str(quiet.value)
     some_changes(setup, 2)  # more changes while the failed plan waits
     setup.publish()
     setup.assert_equal()
@@ -538,13 +559,13 @@ from hyper_assets.tableau.publish import Publisher
 
 url, database, secret = sys.argv[1:]
 tableau = TableauServerResource(
-    server_url=url, token_name="ci", token_secret=secret, max_retries=10_000,
+    server_url=url, site="analytics", token_name="ci", token_secret=secret, max_retries=10_000,
     retry_initial_delay_seconds=0.05, retry_max_delay_seconds=0.1,
     retry_max_total_seconds=600, job_poll_initial_seconds=0.02, job_poll_max_seconds=0.1,
 )
 with tableau.client() as client:
     publisher = Publisher(
-        database, HyperResource(), client, "Sales", "default", max_payload_bytes=200_000
+        database, HyperResource(), client, "Sales", "Default", max_payload_bytes=200_000
     )
     publisher.publish()
 """
@@ -586,7 +607,7 @@ def test_kill_9_between_two_batches_then_a_rerun(setup: Setup) -> None:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
     faults.clear()
-    remote = setup.files.read(setup.emulator.data_dir / f"{NAME}.hyper")["Extract.events"]
+    remote = setup.files.read(setup.emulator.site_dir(SITE) / f"{NAME}.hyper")["Extract.events"]
     assert 1 < len(remote) < 60_001  # batch 1 applied, not batch 2
 
     resumed = setup.publish()
@@ -703,3 +724,28 @@ def test_the_publish_op_in_a_job(setup: Setup) -> None:
     assert metadata["publish"].value == "update"
     assert metadata["batches"].value == 1
     setup.assert_equal()
+
+
+def test_a_project_path_publishes_into_that_nested_project(setup: Setup) -> None:
+    tsc = TSC.Server(setup.emulator.url, use_server_version=True)
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth("raw", "raw-secret", site_id=SITE))
+    top = tsc.projects.create(TSC.ProjectItem("Retail"))
+    tsc.projects.create(TSC.ProjectItem("EMEA", parent_id=top.id))
+    tsc.projects.create(TSC.ProjectItem("EMEA"))  # the same name at the top level
+    tsc.auth.sign_out()
+    setup.publish_options = {"project": "Retail/EMEA"}
+    setup.write("products")
+    assert setup.publish()["publish"] == "full"
+    setup.assert_equal()
+    assert setup.remote().parent.name == "EMEA" and not list(
+        setup.emulator.site_dir(SITE).glob("*.hyper")
+    )
+    setup.world.products = [(1, "green tea")]
+    setup.write("products")
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()
+
+    setup.publish_options = {"project": "EMEA"}
+    with pytest.raises(AmbiguousProjectError) as several:
+        setup.publish()
+    assert several.value.candidates == ["EMEA", "Retail/EMEA"]
