@@ -45,6 +45,14 @@ class StagingNotSharedError(ConfigurationError):
     """Spark staged rows where this process cannot read them (a remote cluster's disk)."""
 
 
+class ComponentSpecError(ConfigurationError):
+    """A `HyperExtractComponent` attribute that cannot build the extract; names the field."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}. Fix it in defs.yaml.")
+        self.field = field
+
+
 # --- Action batches and the Tableau REST emulator --------------------------------------
 
 

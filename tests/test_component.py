@@ -1,0 +1,417 @@
+"""`HyperExtractComponent` in a project `create-dagster` scaffolds, driven by `dg` alone.
+
+The project is new, in a temporary directory, and uses this repository's package from the
+same virtual environment (its `src` on PYTHONPATH): `dg list components` finds the
+component through the package's entry point, `dg scaffold defs` writes its defs.yaml, `dg
+check defs` loads it and `dg launch` materialises the assets in a subprocess with its own
+Spark; the test then reads the .hyper file (and the emulator's copy) back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetKey, Definitions
+from dagster.components.core.component_tree import ComponentTree
+from tableauhyperapi import TableName
+
+from hyper_assets import ComponentSpecError, HyperExtractComponent
+from hyper_assets.process import SharedHyper
+from tests.helpers import query
+
+BIN = Path(sys.executable).parent
+IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
+SPARK = {
+    "spark.master": "local[1]",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+}
+CUSTOMERS = [(1, "Ada", "Paris"), (2, "Grace", "Lyon"), (3, "Alan", "Paris")]
+PRODUCTS = [(10, "tea", 2.5), (11, "cake", 4.0)]
+ORDERS = {  # day -> (order_id, customer_id, product_id, quantity)
+    "2024-01-01": [(100, 1, 10, 2), (101, 2, 11, 1)],
+    "2024-01-02": [(102, 3, 10, 4), (103, 1, 11, 3), (104, 2, 10, 1)],
+}
+
+
+class Project:
+    """A project made by `create-dagster`, run with `dg` from this virtual environment."""
+
+    def __init__(self, root: Path, name: str, home: Path) -> None:
+        self.root, self.name = root, name
+        self.env = {
+            **os.environ,
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": str(root / "src"),
+            "DAGSTER_HOME": str(home),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+
+    @classmethod
+    def create(cls, tmp_path: Path, name: str) -> Project:
+        home = tmp_path / "dagster_home"
+        home.mkdir()
+        subprocess.run(
+            [BIN / "create-dagster", "project", "--no-uv-sync", name],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+        )
+        return cls(tmp_path / name, name, home)
+
+    @property
+    def defs(self) -> Path:
+        return self.root / "src" / self.name / "defs"
+
+    def dg(self, *args: str, timeout: float = 300) -> str:
+        done = subprocess.run(
+            [BIN / "dg", *args],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, f"dg {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def launch(self, assets: str, *options: str) -> None:
+        self.dg("launch", "--assets", assets, "--config-json", IN_PROCESS, *options, timeout=600)
+
+    def write_defs(self, path: str, text: str) -> None:
+        """Replaces the defs.yaml `dg scaffold defs` wrote at `path` (keeping its type line)."""
+        defs_yaml = self.defs / path / "defs.yaml"
+        assert defs_yaml.read_text().startswith("type: hyper_assets.HyperExtractComponent")
+        defs_yaml.write_text(textwrap.dedent(text))
+
+    def definitions_metadata(self) -> dict[str, dict[str, object]]:
+        """Each asset's definition metadata, as the code location loads it (JSON-able)."""
+        script = textwrap.dedent(f"""
+            import json
+            from pathlib import Path
+            from dagster import load_from_defs_folder
+            defs = load_from_defs_folder(path_within_project=Path("src/{self.name}"))
+            graph = defs.resolve_asset_graph()
+            print(json.dumps({{
+                key.to_user_string(): {{
+                    "column_schema": [c.name + " " + c.type for c in
+                        graph.get(key).metadata["dagster/column_schema"].columns]
+                    if "dagster/column_schema" in graph.get(key).metadata else None,
+                    "column_lineage": {{
+                        column: [d.asset_key.to_user_string() + "." + d.column_name
+                                 for d in deps]
+                        for column, deps in graph.get(key).metadata[
+                            "dagster/column_lineage"].deps_by_column.items()
+                    }} if "dagster/column_lineage" in graph.get(key).metadata else None,
+                    "kinds": sorted(graph.get(key).kinds),
+                    "owners": list(graph.get(key).owners),
+                    "tags": {{k: v for k, v in graph.get(key).tags.items()
+                              if not k.startswith("dagster/kind/")}},
+                    "group": graph.get(key).group_name,
+                    "description": graph.get(key).description,
+                    "checks": sorted(c.name for c in graph.get(key).check_keys),
+                }}
+                for key in graph.get_all_asset_keys() if graph.get(key).is_materializable
+            }}))
+        """)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
+    def check_results(self) -> dict[str, bool]:
+        """`asset:check` -> passed, for the latest evaluation of every check."""
+        script = textwrap.dedent("""
+            import json
+            from dagster import DagsterInstance, DagsterEventType, EventRecordsFilter
+            instance = DagsterInstance.get()
+            records = instance.get_event_records(
+                EventRecordsFilter(DagsterEventType.ASSET_CHECK_EVALUATION), ascending=True
+            )
+            out = {}
+            for record in records:
+                evaluation = record.event_log_entry.dagster_event.event_specific_data
+                key = evaluation.asset_key.to_user_string() + ":" + evaluation.check_name
+                out[key] = evaluation.passed
+            print(json.dumps(out))
+        """)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
+
+def _write_sources(root: Path, orders: Mapping[str, list[tuple[int, int, int, int]]]) -> None:
+    """The star schema's raw files: customers as CSV, products as Parquet, orders as JSON."""
+    data = root / "data"
+    (data / "orders").mkdir(parents=True, exist_ok=True)
+    (data / "customers.csv").write_text(
+        "customer_id,name,city\n" + "".join(f"{i},{n},{c}\n" for i, n, c in CUSTOMERS)
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "product_id": [p[0] for p in PRODUCTS],
+                "product_name": [p[1] for p in PRODUCTS],
+                "unit_price": [p[2] for p in PRODUCTS],
+            }
+        ),
+        data / "products.parquet",
+    )
+    for day, rows in orders.items():
+        (data / "orders" / f"orders_{day}.json").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "order_id": o,
+                        "customer_id": c,
+                        "product_id": p,
+                        "quantity": q,
+                        "order_date": day,
+                    }
+                )
+                + "\n"
+                for o, c, p, q in rows
+            )
+        )
+
+
+def _spark_yaml(indent: int) -> str:
+    pad = " " * indent
+    return "\n".join(f'{pad}{k}: "{v}"' for k, v in SPARK.items())
+
+
+STAR_SCHEMA = f"""\
+type: hyper_assets.HyperExtractComponent
+attributes:
+  database: data/shop.hyper
+  group_name: shop
+  owners: [team:analytics]
+  tags: {{domain: retail}}
+  spark:
+    config:
+{_spark_yaml(6)}
+  tables:
+    - name: customers
+      description: Customers, from the CRM's CSV export.
+      source: {{format: csv, path: data/customers.csv, options: {{header: "true"}}}}
+      columns:
+        - {{name: customer_id, type: INT, description: The CRM's id}}
+        - {{name: name, type: STRING}}
+        - {{name: city, type: STRING}}
+      primary_key: [customer_id]
+      not_null: [city]
+    - name: products
+      source: {{format: parquet, path: data/products.parquet}}
+      primary_key: [product_id]
+      write_mode: upsert
+      owners: [ops@example.com]
+    - name: orders
+      source: {{format: json, path: "data/orders/orders_{{partition_key}}.json"}}
+      columns:
+        - {{name: order_id, type: BIGINT}}
+        - {{name: order_date, type: DATE}}
+        - {{name: customer_id, type: INT}}
+        - {{name: product_id, type: BIGINT}}
+        - {{name: quantity, type: INT}}
+      partitions_def: {{type: daily, start_date: "2024-01-01", end_date: "2024-01-03"}}
+      partition_expr: order_date
+      primary_key: [order_id]
+      foreign_keys:
+        customer_id: customers.customer_id
+        product_id: products.product_id
+    - name: sales
+      sql: |
+        SELECT o.order_id, o.order_date, c.city, p.product_name,
+               o.quantity * p.unit_price AS amount
+        FROM orders o
+        JOIN customers c ON c.customer_id = o.customer_id
+        JOIN products p ON p.product_id = o.product_id
+        WHERE o.order_date >= CAST(:partition_start AS DATE)
+      tags: {{layer: mart}}
+      partitions_def: {{type: daily, start_date: "2024-01-01", end_date: "2024-01-03"}}
+      partition_expr: order_date
+"""
+
+
+def _rows(hyper: SharedHyper, database: Path, table: str) -> list[tuple]:
+    name = TableName("Extract", table)
+    return [tuple(r) for r in query(hyper, database, f"SELECT * FROM {name} ORDER BY 1")]
+
+
+def _plain(rows: list[tuple]) -> list[tuple]:
+    return [tuple(v.to_date() if hasattr(v, "to_date") else v for v in row) for row in rows]
+
+
+@pytest.mark.slow
+def test_a_yaml_only_project_builds_a_star_schema_extract(
+    tmp_path: Path, hyper: SharedHyper
+) -> None:
+    project = Project.create(tmp_path, "shop")
+    listed = json.loads(project.dg("list", "components", "--json"))["items"]
+    assert "hyper_assets.HyperExtractComponent" in [c["key"] for c in listed]
+    project.dg("scaffold", "defs", "hyper_assets.HyperExtractComponent", "extract")
+    project.write_defs("extract", STAR_SCHEMA)
+    _write_sources(project.root, ORDERS)
+
+    assert "All definitions loaded successfully" in project.dg("check", "defs")
+    assets = project.definitions_metadata()
+    assert set(assets) == {"customers", "products", "orders", "sales"}
+    assert assets["customers"]["column_schema"] == [
+        "customer_id INT",
+        "name STRING",
+        "city STRING",
+    ]
+    assert assets["sales"]["column_schema"] is None  # no columns declared: known after a run
+    for name, asset in assets.items():
+        assert asset["kinds"] == ["hyper", "spark"], name
+        assert asset["group"] == "shop"
+        assert asset["tags"]["domain"] == "retail"
+        assert asset["tags"]["dagster/storage_kind"] == "hyper"
+        assert "team:analytics" in asset["owners"]
+    assert assets["products"]["owners"] == ["team:analytics", "ops@example.com"]
+    assert assets["sales"]["tags"]["layer"] == "mart"
+    assert assets["customers"]["description"] == "Customers, from the CRM's CSV export."
+    assert assets["customers"]["checks"] == [
+        "columns_not_null",
+        "primary_key_unique",
+        "row_count_vs_previous",
+    ]
+    assert "foreign_keys_resolve" in assets["orders"]["checks"]
+
+    project.launch("customers,products")
+    project.launch("orders,sales", "--partition-range", "2024-01-01...2024-01-02")
+
+    database = project.root / "data" / "shop.hyper"
+    assert _rows(hyper, database, "customers") == CUSTOMERS
+    assert _rows(hyper, database, "products") == PRODUCTS
+    day = dt.date.fromisoformat
+    assert _plain(_rows(hyper, database, "orders")) == sorted(
+        (o, day(d), c, p, q) for d, rows in ORDERS.items() for o, c, p, q in rows
+    )
+    city = {c[0]: c[2] for c in CUSTOMERS}
+    product = {p[0]: p for p in PRODUCTS}
+    expected_sales = sorted(
+        (o, day(d), city[c], product[p][1], q * product[p][2])
+        for d, rows in ORDERS.items()
+        for o, c, p, q in rows
+    )
+    assert _plain(_rows(hyper, database, "sales")) == expected_sales
+    checks = project.check_results()
+    assert checks["customers:primary_key_unique"] and checks["orders:foreign_keys_resolve"]
+    assert checks["customers:columns_not_null"]
+
+    # A day that lands again replaces its rows, and only its rows.
+    changed = {"2024-01-02": [(105, 3, 11, 2)]}
+    _write_sources(project.root, changed)
+    project.launch("orders,sales", "--partition", "2024-01-02")
+    assert _plain(_rows(hyper, database, "sales")) == [
+        *expected_sales[:2],
+        (105, day("2024-01-02"), "Paris", "cake", 8.0),
+    ]
+
+
+def _build(attributes: dict) -> Definitions:
+    component = HyperExtractComponent.from_attributes_dict(attributes=attributes)
+    return component.build_defs(ComponentTree.for_test().load_context)
+
+
+CSV = {"format": "csv", "path": "data/x.csv"}
+DAILY = {"type": "daily", "start_date": "2024-01-01"}
+
+
+@pytest.mark.parametrize(
+    ("attributes", "field", "says"),
+    [
+        ({}, "attributes", "declares no table"),
+        ({"tables": [{"name": "a b", "source": CSV}]}, "tables[0].name", "letters, digits"),
+        ({"tables": [{"name": "a"}]}, "tables[0]", "one of source, sql"),
+        (
+            {"tables": [{"name": "a", "source": CSV}, {"name": "a", "source": CSV}]},
+            "tables[1].name",
+            "declared twice",
+        ),
+        (
+            {"tables": [{"name": "a", "sql": "SELECT 1", "inputs": ["b"]}]},
+            "tables[0].inputs",
+            "not other tables",
+        ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "partitions_def": DAILY}]},
+            "tables[0].partition_expr",
+            "name the column",
+        ),
+        (
+            {
+                "tables": [
+                    {"name": "a", "source": CSV, "partitions_def": DAILY, "partition_expr": "d"}
+                ]
+            },
+            "tables[0].source.path",
+            "{partition_key}",
+        ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "write_mode": "upsert"}]},
+            "tables[0].primary_key",
+            "needs a primary key",
+        ),
+        (
+            {
+                "tables": [
+                    {
+                        "name": "a",
+                        "source": CSV,
+                        "columns": [{"name": "x", "type": "INT"}],
+                        "not_null": ["y"],
+                    }
+                ]
+            },
+            "tables[0].not_null",
+            "not among its columns",
+        ),
+    ],
+)
+def test_bad_attributes_name_the_yaml_field(attributes: dict, field: str, says: str) -> None:
+    with pytest.raises(ComponentSpecError) as raised:
+        _build(attributes)
+    assert str(raised.value).startswith(
+        f"{field if field == 'attributes' else 'attributes.' + field}:"
+    )
+    assert says in str(raised.value)
+
+
+def test_sql_inputs_default_to_the_tables_it_reads() -> None:
+    defs = _build(
+        {
+            "spark": {"config": {}},
+            "tables": [
+                {"name": "a", "source": CSV},
+                {"name": "b", "source": CSV},
+                {"name": "c", "sql": "SELECT * FROM a JOIN `b` USING (k) WHERE k IN (SELECT 1)"},
+            ],
+        }
+    )
+    graph = defs.resolve_asset_graph()
+    assert graph.get(AssetKey("c")).parent_keys == {AssetKey("a"), AssetKey("b")}
