@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,9 +23,10 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, Definitions
 from dagster.components.core.component_tree import ComponentTree
-from tableauhyperapi import TableName
+from tableauhyperapi import Connection, TableName
 
 from hyper_assets import ComponentSpecError, HyperExtractComponent
+from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
 from tests.helpers import query
 
@@ -46,6 +47,18 @@ ORDERS = {  # day -> (order_id, customer_id, product_id, quantity)
 }
 
 
+TOKEN, SECRET = "ci", "component-s3cret"
+
+
+@pytest.fixture
+def emulator(tmp_path: Path, hyper: SharedHyper) -> Iterator[Emulator]:
+    """The local Tableau emulator on a free port; `dg launch` publishes to it."""
+    data_dir = tmp_path / "server"
+    data_dir.mkdir()
+    with Emulator(data_dir, tokens={TOKEN: SECRET}, hyper=hyper) as running:
+        yield running
+
+
 class Project:
     """A project made by `create-dagster`, run with `dg` from this virtual environment."""
 
@@ -57,6 +70,7 @@ class Project:
             "PYTHONPATH": str(root / "src"),
             "DAGSTER_HOME": str(home),
             "SPARK_LOCAL_IP": "127.0.0.1",
+            "SHOP_TABLEAU_SECRET": SECRET,
         }
 
     @classmethod
@@ -136,6 +150,29 @@ class Project:
         )
         return json.loads(done.stdout.splitlines()[-1])
 
+    def materialization_lineage(self, key: str) -> dict[str, list[str]]:
+        """The `dagster/column_lineage` of `key`'s latest materialisation."""
+        script = textwrap.dedent(f"""
+            import json
+            from dagster import AssetKey, DagsterInstance
+            instance = DagsterInstance.get()
+            event = instance.get_latest_materialization_event(AssetKey({key!r}))
+            lineage = event.asset_materialization.metadata["dagster/column_lineage"].value
+            print(json.dumps({{
+                column: [d.asset_key.to_user_string() + "." + d.column_name for d in deps]
+                for column, deps in lineage.deps_by_column.items()
+            }}))
+        """)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
     def check_results(self) -> dict[str, bool]:
         """`asset:check` -> passed, for the latest evaluation of every check."""
         script = textwrap.dedent("""
@@ -198,9 +235,41 @@ def _write_sources(root: Path, orders: Mapping[str, list[tuple[int, int, int, in
         )
 
 
+def _tables(hyper: SharedHyper, database: Path) -> dict[str, list[tuple]]:
+    """Every table of `database` as `schema.table` -> its rows, sorted."""
+    out = {}
+    with Connection(hyper.endpoint, str(database)) as connection:
+        for schema in connection.catalog.get_schema_names():
+            for table in connection.catalog.get_table_names(schema):
+                rows = connection.execute_list_query(f"SELECT * FROM {table}")
+                out[f"{schema.name.unescaped}.{table.name.unescaped}"] = sorted(
+                    (tuple(row) for row in rows), key=repr
+                )
+    return out
+
+
+def _assert_published_copy_equals(hyper: SharedHyper, emulator: Emulator, local: Path) -> None:
+    remote = emulator.data_dir / "Shop Sales.hyper"
+    mine, theirs = _tables(hyper, local), _tables(hyper, remote)
+    assert mine and mine == theirs
+
+
 def _spark_yaml(indent: int) -> str:
     pad = " " * indent
     return "\n".join(f'{pad}{k}: "{v}"' for k, v in SPARK.items())
+
+
+def _publish_yaml(url: str) -> str:
+    return f"""\
+  publish:
+    datasource: Shop Sales
+    project: default
+    description: Sales for the shop's Tableau workbooks.
+    owners: [team:bi]
+    server: {{server_url: "{url}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+  checks:
+    publish_max_lag_minutes: 60
+"""
 
 
 STAR_SCHEMA = f"""\
@@ -266,19 +335,31 @@ def _plain(rows: list[tuple]) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_a_yaml_only_project_builds_a_star_schema_extract(
-    tmp_path: Path, hyper: SharedHyper
+def test_a_yaml_only_project_builds_and_publishes_a_star_schema_extract(
+    tmp_path: Path, hyper: SharedHyper, emulator: Emulator
 ) -> None:
     project = Project.create(tmp_path, "shop")
     listed = json.loads(project.dg("list", "components", "--json"))["items"]
     assert "hyper_assets.HyperExtractComponent" in [c["key"] for c in listed]
     project.dg("scaffold", "defs", "hyper_assets.HyperExtractComponent", "extract")
-    project.write_defs("extract", STAR_SCHEMA)
+    project.write_defs("extract", STAR_SCHEMA + _publish_yaml(emulator.url))
     _write_sources(project.root, ORDERS)
 
     assert "All definitions loaded successfully" in project.dg("check", "defs")
     assets = project.definitions_metadata()
+    published = assets.pop("shop_sales")  # dagster-tableau's key for "Shop Sales"
     assert set(assets) == {"customers", "products", "orders", "sales"}
+    assert published["kinds"] == ["tableau"]
+    assert published["owners"] == ["team:analytics", "team:bi"]
+    assert published["description"] == "Sales for the shop's Tableau workbooks."
+    assert published["checks"] == ["published_copy_fresh"]
+    assert published["column_lineage"] == {  # the tables that declare their columns
+        **{f"customers.{c}": [f"customers.{c}"] for c in ("customer_id", "name", "city")},
+        **{
+            f"orders.{c}": [f"orders.{c}"]
+            for c in ("order_id", "order_date", "customer_id", "product_id", "quantity")
+        },
+    }
     assert assets["customers"]["column_schema"] == [
         "customer_id INT",
         "name STRING",
@@ -323,7 +404,14 @@ def test_a_yaml_only_project_builds_a_star_schema_extract(
     assert checks["customers:primary_key_unique"] and checks["orders:foreign_keys_resolve"]
     assert checks["customers:columns_not_null"]
 
-    # A day that lands again replaces its rows, and only its rows.
+    project.launch("shop_sales")
+    _assert_published_copy_equals(hyper, emulator, database)
+    lineage = project.materialization_lineage("shop_sales")
+    assert lineage["sales.amount"] == ["sales.amount"]
+    assert lineage["products.unit_price"] == ["products.unit_price"]
+    assert len(lineage) == 3 + 3 + 5 + 5
+
+    # A day that lands again replaces its rows, and only its rows; the publish follows.
     changed = {"2024-01-02": [(105, 3, 11, 2)]}
     _write_sources(project.root, changed)
     project.launch("orders,sales", "--partition", "2024-01-02")
@@ -331,6 +419,9 @@ def test_a_yaml_only_project_builds_a_star_schema_extract(
         *expected_sales[:2],
         (105, day("2024-01-02"), "Paris", "cake", 8.0),
     ]
+    project.launch("shop_sales")
+    _assert_published_copy_equals(hyper, emulator, database)
+    assert project.check_results()["shop_sales:published_copy_fresh"]
 
 
 def _build(attributes: dict) -> Definitions:
