@@ -506,3 +506,114 @@ def test_sql_inputs_default_to_the_tables_it_reads() -> None:
     )
     graph = defs.resolve_asset_graph()
     assert graph.get(AssetKey("c")).parent_keys == {AssetKey("a"), AssetKey("b")}
+
+
+PYTHON_RESOURCES = """\
+from pathlib import Path
+
+import dagster as dg
+from dagster_pyspark import PySparkResource
+
+from hyper_assets import HyperIOManager
+
+ROOT = Path(__file__).parents[3]
+
+
+@dg.definitions
+def resources() -> dg.Definitions:
+    return dg.Definitions(
+        resources={
+            "io_manager": HyperIOManager(database=str(ROOT / "data" / "legacy.hyper")),
+            "pyspark": PySparkResource(spark_config=SPARK),
+        }
+    )
+"""
+
+PYTHON_ASSETS = '''\
+"""Hand-written Spark assets, as a project has them before it adopts the component."""
+
+import dagster as dg
+from dagster_pyspark import PySparkResource
+from pyspark.sql import DataFrame
+
+
+@dg.asset(group_name="sales", metadata={"primary_key": ["store_id"]})
+def stores(pyspark: PySparkResource) -> DataFrame:
+    return pyspark.spark_session.sql(
+        "SELECT * FROM VALUES (1, 'Paris'), (2, 'Lyon') AS t(store_id, city)"
+    )
+
+
+@dg.asset(
+    group_name="sales",
+    deps=[stores],
+    metadata={"foreign_keys": {"store_id": "Extract.stores.store_id"}},
+)
+def receipts(pyspark: PySparkResource) -> DataFrame:
+    return pyspark.spark_session.sql(
+        "SELECT * FROM VALUES (10, 1, 9.5), (11, 2, 20.0), (12, 1, NULL) "
+        "AS t(receipt_id, store_id, amount)"
+    )
+
+
+@dg.asset(group_name="scratch")
+def scratch(pyspark: PySparkResource) -> DataFrame:
+    return pyspark.spark_session.sql("SELECT 1 AS one")
+'''
+
+
+@pytest.mark.slow
+def test_existing_python_assets_adopt_checks_and_publish(
+    tmp_path: Path, hyper: SharedHyper, emulator: Emulator
+) -> None:
+    project = Project.create(tmp_path, "legacy")
+    (project.defs / "resources.py").write_text(PYTHON_RESOURCES.replace("SPARK)", f"{SPARK!r})"))
+    (project.defs / "pipeline").mkdir()
+    (project.defs / "pipeline" / "__init__.py").write_text("")
+    (project.defs / "pipeline" / "assets.py").write_text(PYTHON_ASSETS)
+    project.dg("scaffold", "defs", "hyper_assets.HyperExtractComponent", "extract")
+    project.write_defs(
+        "extract",
+        textwrap.dedent("""\
+            type: hyper_assets.HyperExtractComponent
+            attributes:
+              adopt:
+                defs_path: pipeline
+                groups: [sales]
+                not_null: {receipts: [amount]}
+              owners: [team:analytics]
+        """)
+        + _publish_yaml(emulator.url),
+    )
+
+    assert "All definitions loaded successfully" in project.dg("check", "defs")
+    assets = project.definitions_metadata()
+    assert set(assets) == {"stores", "receipts", "scratch", "shop_sales"}
+    assert assets["stores"]["checks"] == ["primary_key_unique", "row_count_vs_previous"]
+    assert assets["receipts"]["checks"] == [
+        "columns_not_null",
+        "foreign_keys_resolve",
+        "row_count_vs_previous",
+    ]
+    assert assets["scratch"]["checks"] == []  # not adopted
+    assert assets["shop_sales"]["owners"] == ["team:analytics", "team:bi"]
+
+    project.launch("stores,receipts")
+    project.launch("shop_sales")
+
+    database = project.root / "data" / "legacy.hyper"
+    assert _rows(hyper, database, "stores") == [(1, "Paris"), (2, "Lyon")]
+    _assert_published_copy_equals(hyper, emulator, database)
+    assert set(_tables(hyper, database)) == {"Extract.stores", "Extract.receipts"}
+    checks = project.check_results()
+    assert checks["stores:primary_key_unique"]
+    assert checks["receipts:foreign_keys_resolve"]
+    assert not checks["receipts:columns_not_null"]  # receipt 12 has no amount
+    assert checks["shop_sales:published_copy_fresh"]
+    assert project.materialization_lineage("shop_sales") == {
+        "stores.store_id": ["stores.store_id"],
+        "stores.city": ["stores.city"],
+        "receipts.receipt_id": ["receipts.receipt_id"],
+        "receipts.store_id": ["receipts.store_id"],
+        "receipts.amount": ["receipts.amount"],
+    }
