@@ -307,6 +307,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
 
     @property
     def hyper_io_manager_key(self) -> str:
+        """The key of the HyperIOManager that stores the tables and that checks read."""
         if self.io_manager_key:
             return self.io_manager_key
         if self.database:
@@ -322,23 +323,17 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
         root = context.project_root
         tables = [self._table_asset(i, t, names, root) for i, t in enumerate(self.tables)]
         adopted = _adopted(self.adopt, context) if self.adopt else []
-        assets: list[dg.AssetsDefinition] = [*tables, *adopted]
         checks = self._checks(tables, adopted)
-        published = self._publish(assets) if self.publish else None
-        if published:
-            assets_out: list[dg.AssetsDefinition] = [*tables, published]
-            if self.checks.enabled and self.checks.publish_max_lag_minutes is not None:
-                checks.append(
-                    publish_freshness_check(
-                        published,
-                        max_lag_minutes=self.checks.publish_max_lag_minutes,
-                        io_manager_key=self.hyper_io_manager_key,
-                    )
+        published = [self._publish([*tables, *adopted])] if self.publish else []
+        lag = self.checks.publish_max_lag_minutes
+        if published and self.checks.enabled and lag is not None:
+            checks.append(
+                publish_freshness_check(
+                    published[0], max_lag_minutes=lag, io_manager_key=self.hyper_io_manager_key
                 )
-        else:
-            assets_out = tables
-        return dg.Definitions(
-            assets=assets_out, asset_checks=checks, resources=self._resources(context)
+            )
+        return dg.Definitions(  # adopted assets stay defined where they are
+            assets=[*tables, *published], asset_checks=checks, resources=self._resources(context)
         )
 
     def _table_asset(
@@ -516,8 +511,7 @@ def _table_metadata(table: TableSpec, where: str) -> dict[str, Any]:
                     c.type.upper(),
                     description=c.description,
                     constraints=dg.TableColumnConstraints(
-                        nullable=c.name not in table.primary_key,
-                        unique=tuple(table.primary_key) == (c.name,),
+                        unique=tuple(table.primary_key) == (c.name,)
                     ),
                 )
                 for c in table.columns

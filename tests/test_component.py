@@ -71,19 +71,22 @@ class Project:
             "DAGSTER_HOME": str(home),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SHOP_TABLEAU_SECRET": SECRET,
+            "DAGSTER_DG_UPDATE_CHECK_ENABLED": "0",  # no PyPI lookup
         }
 
     @classmethod
     def create(cls, tmp_path: Path, name: str) -> Project:
         home = tmp_path / "dagster_home"
         home.mkdir()
+        project = cls(tmp_path / name, name, home)
         subprocess.run(
             [BIN / "create-dagster", "project", "--no-uv-sync", name],
             cwd=tmp_path,
+            env=project.env,
             check=True,
             capture_output=True,
         )
-        return cls(tmp_path / name, name, home)
+        return project
 
     @property
     def defs(self) -> Path:
