@@ -302,7 +302,6 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
         return dg.ComponentTypeSpec(
             description="A Tableau .hyper extract built by Spark, checked and published.",
             tags=["spark", "hyper", "tableau"],
-            produces=["asset", "asset_check", "resource"],
         )
 
     @property
@@ -588,7 +587,7 @@ def _adopted(adopt: AdoptSpec, context: dg.ComponentLoadContext) -> list[dg.Asse
     where = "attributes.adopt"
     if not adopt.keys and not adopt.groups:
         raise ComponentSpecError(where, "select assets by `keys`, `groups` or both")
-    found = context.build_defs(adopt.defs_path).assets or []
+    found = context.build_defs(Path(adopt.defs_path)).assets or []
     candidates = [a for a in found if isinstance(a, dg.AssetsDefinition) and a.is_materializable]
     keys = {dg.AssetKey.from_user_string(k) for k in adopt.keys}
     chosen = [
