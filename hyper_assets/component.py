@@ -43,7 +43,7 @@ from pyspark.sql import DataFrame
 from hyper_assets.checks import build_hyper_checks, publish_freshness_check
 from hyper_assets.errors import ComponentSpecError
 from hyper_assets.io_manager import HyperIOManager
-from hyper_assets.tableau.assets import tableau_datasource_asset
+from hyper_assets.tableau.assets import datasource_key, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -321,9 +321,9 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
         names = _check_names(self.tables)
         root = context.project_root
         tables = [self._table_asset(i, t, names, root) for i, t in enumerate(self.tables)]
-        adopted = _adopted(self.adopt, context) if self.adopt else []
+        adopted = _adopted(self.adopt, self.hyper_io_manager_key, context) if self.adopt else []
         checks = self._checks(tables, adopted)
-        published = [self._publish([*tables, *adopted])] if self.publish else []
+        published = [self._publish(self.publish, [*tables, *adopted])] if self.publish else []
         lag = self.checks.publish_max_lag_minutes
         if published and self.checks.enabled and lag is not None:
             checks.append(
@@ -393,14 +393,23 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             io_manager_key=self.hyper_io_manager_key,
         )
 
-    def _publish(self, assets: Sequence[dg.AssetsDefinition]) -> dg.AssetsDefinition:
-        spec = self.publish
-        assert spec is not None
+    def _publish(
+        self, spec: PublishSpec, assets: Sequence[dg.AssetsDefinition]
+    ) -> dg.AssetsDefinition:
+        key = (
+            dg.AssetKey.from_user_string(spec.key) if spec.key else datasource_key(spec.datasource)
+        )
+        if any(key in a.keys for a in assets):
+            raise ComponentSpecError(
+                "attributes.publish.key",
+                f"data source {spec.datasource!r} would get {key.to_user_string()!r}, the key of "
+                f"table asset {key.to_user_string()}; give the publish asset another key",
+            )
         published = tableau_datasource_asset(
             datasource=spec.datasource,
             project=spec.project,
             deps=assets,
-            key=spec.key,
+            key=key,
             group_name=self.group_name,
             io_manager_key=self.hyper_io_manager_key,
             tableau_key=spec.resource_key,
@@ -579,7 +588,9 @@ def _cast(frame: DataFrame, columns: Sequence[ColumnSpec], where: str, name: str
     return frame.select(*(frame[c.name].cast(c.type).alias(c.name) for c in columns))
 
 
-def _adopted(adopt: AdoptSpec, context: dg.ComponentLoadContext) -> list[dg.AssetsDefinition]:
+def _adopted(
+    adopt: AdoptSpec, io_manager_key: str, context: dg.ComponentLoadContext
+) -> list[dg.AssetsDefinition]:
     """The assets `adopt` selects by key or group from the definitions at its defs path.
 
     They stay defined there: the component adds checks and the publish, not the assets.
@@ -613,5 +624,17 @@ def _adopted(adopt: AdoptSpec, context: dg.ComponentLoadContext) -> list[dg.Asse
     if multi:
         raise ComponentSpecError(
             where, f"{multi} define several assets each; adopt assets of one table each"
+        )
+    elsewhere = {
+        a.key.to_user_string(): a.get_io_manager_key_for_asset_key(a.key)
+        for a in chosen
+        if a.get_io_manager_key_for_asset_key(a.key) != io_manager_key
+    }
+    if elsewhere:
+        raise ComponentSpecError(
+            "attributes.io_manager_key",
+            f"the checks and the publish read the file of the HyperIOManager under "
+            f"{io_manager_key!r}, but adopted assets are stored under other keys: {elsewhere}; "
+            "set io_manager_key to theirs",
         )
     return chosen

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, Definitions
+from dagster import AssetKey, Definitions, load_from_defs_folder
 from dagster.components.core.component_tree import ComponentTree
 from tableauhyperapi import Connection, TableName
 
@@ -620,3 +620,91 @@ def test_existing_python_assets_adopt_checks_and_publish(
         "receipts.store_id": ["receipts.store_id"],
         "receipts.amount": ["receipts.amount"],
     }
+
+
+ADOPTABLE = """\
+import dagster as dg
+
+
+@dg.asset(group_name="sales", metadata={"primary_key": ["id"]})
+def stores(): ...
+
+
+@dg.asset(group_name="sales", io_manager_key="other_io_manager")
+def elsewhere(): ...
+"""
+RESOURCES = """\
+import dagster as dg
+
+
+@dg.definitions
+def resources() -> dg.Definitions:
+    return dg.Definitions(resources={"other_io_manager": dg.FilesystemIOManager()})
+"""
+
+
+def _load_project(tmp_path: Path, name: str, attributes: str) -> Definitions:
+    """A dg project's definitions: assets.py as the project has them, the component beside."""
+    defs = tmp_path / "src" / name / "defs"
+    (defs / "pipeline").mkdir(parents=True)
+    (defs / "extract").mkdir()
+    for package in (defs.parent, defs, defs / "pipeline"):
+        (package / "__init__.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text(
+        f'[project]\nname = "{name}"\n[tool.dg]\ndirectory_type = "project"\n'
+        f'[tool.dg.project]\nroot_module = "{name}"\n'
+    )
+    (defs / "pipeline" / "assets.py").write_text(ADOPTABLE)
+    (defs / "resources.py").write_text(RESOURCES)
+    (defs / "extract" / "defs.yaml").write_text(
+        "type: hyper_assets.HyperExtractComponent\nattributes:\n"
+        + textwrap.indent(textwrap.dedent(attributes), "  ")
+    )
+    sys.path.insert(0, str(tmp_path / "src"))
+    try:
+        return load_from_defs_folder(path_within_project=defs)
+    finally:
+        sys.path.remove(str(tmp_path / "src"))
+
+
+def test_adopt_selects_existing_assets_by_key(tmp_path: Path) -> None:
+    defs = _load_project(
+        tmp_path,
+        "adopt_by_key",
+        """\
+        adopt: {defs_path: pipeline, keys: [stores]}
+        publish:
+          datasource: Store Data
+          server: {server_url: "http://127.0.0.1:9", token_name: ci, token_secret_env: SECRET}
+        """,
+    )
+    graph = defs.resolve_asset_graph()
+    assert {c.name for c in graph.get(AssetKey("stores")).check_keys} == {
+        "primary_key_unique",
+        "row_count_vs_previous",
+    }
+    assert not graph.get(AssetKey("elsewhere")).check_keys
+    assert graph.get(AssetKey("store_data")).parent_keys == {AssetKey("stores")}
+
+
+@pytest.mark.parametrize(
+    ("adopt", "field", "says"),
+    [
+        ("{defs_path: pipeline, keys: [shops]}", "adopt.keys", "['shops'] are not assets"),
+        ("{defs_path: pipeline, groups: [sale]}", "adopt.groups", "['sale'] are not groups"),
+        ("{defs_path: pipeline, groups: [sales]}", "io_manager_key", "'other_io_manager'"),
+        (
+            "{defs_path: pipeline, keys: [stores]}\npublish: {datasource: Stores}",
+            "publish.key",
+            "the key of table asset stores",
+        ),
+    ],
+)
+def test_adopt_errors_name_the_field(tmp_path: Path, adopt: str, field: str, says: str) -> None:
+    name = f"adopt_error_{field.replace('.', '_')}"
+    with pytest.raises(Exception, match="Error while building definitions") as raised:
+        _load_project(tmp_path, name, f"adopt: {adopt}\n")
+    cause = raised.value.__cause__
+    assert isinstance(cause, ComponentSpecError)
+    assert str(cause).startswith(f"attributes.{field}: ")
+    assert says in str(cause)
