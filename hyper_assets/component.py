@@ -38,7 +38,7 @@ from dagster.components.resolved.core_models import (
     resolve_partitions_def,
 )
 from dagster_pyspark import PySparkResource
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from hyper_assets.checks import build_hyper_checks, publish_freshness_check
 from hyper_assets.errors import ComponentSpecError
@@ -83,8 +83,9 @@ class FileSource(dg.Resolvable):
     path: Annotated[
         str,
         dg.Resolver.default(
-            description="A file, directory or glob, relative to the project root. A "
-            "partitioned table puts {partition_key} in it: a run reads each partition's files."
+            description="A file, directory or glob, relative to the project root, or a URI "
+            "Spark reads (s3://...). A partitioned table puts {partition_key} in it: a run "
+            "reads each partition's files."
         ),
     ]
     options: Annotated[
@@ -541,8 +542,11 @@ def _backfill_policy(partitions: dg.PartitionsDefinition | None) -> dg.BackfillP
     return None
 
 
-def _read(spark, source: FileSource, context: dg.AssetExecutionContext, root: Path) -> DataFrame:
-    path = str(root / source.path)
+def _read(
+    spark: SparkSession, source: FileSource, context: dg.AssetExecutionContext, root: Path
+) -> DataFrame:
+    """The source's files (of the run's partitions); a URI (s3://...) is read as given."""
+    path = source.path if "://" in source.path else str(root / source.path)
     paths = (
         [path.replace(_PARTITION_KEY, key) for key in context.partition_keys]
         if _PARTITION_KEY in path
@@ -552,7 +556,10 @@ def _read(spark, source: FileSource, context: dg.AssetExecutionContext, root: Pa
 
 
 def _query(
-    spark, sql: str, upstream: Mapping[str, DataFrame], context: dg.AssetExecutionContext
+    spark: SparkSession,
+    sql: str,
+    upstream: Mapping[str, DataFrame],
+    context: dg.AssetExecutionContext,
 ) -> DataFrame:
     for name, frame in upstream.items():
         frame.createOrReplaceTempView(name)
@@ -561,8 +568,8 @@ def _query(
 
 
 def _sql_parameters(context: dg.AssetExecutionContext) -> dict[str, str]:
-    """The run's partition key (one-partition runs) and time window, as wall-clock
-    'YYYY-MM-DD HH:MM:SS' in the partitions' time zone."""
+    """The run's partition key (one-partition runs) and time window (wall-clock
+    'YYYY-MM-DD HH:MM:SS' in the partitions' time zone), for `:name` markers in SQL."""
     partitions = context.assets_def.partitions_def
     if partitions is None:
         return {}
