@@ -139,6 +139,7 @@ class Project:
                     "group": graph.get(key).group_name,
                     "description": graph.get(key).description,
                     "checks": sorted(c.name for c in graph.get(key).check_keys),
+                    "automation": str(graph.get(key).automation_condition or ""),
                 }}
                 for key in graph.get_all_asset_keys() if graph.get(key).is_materializable
             }}))
@@ -270,6 +271,7 @@ def _publish_yaml(url: str) -> str:
     description: Sales for the shop's Tableau workbooks.
     owners: [team:bi]
     server: {{server_url: "{url}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+    automation_condition: "{{{{ dg.AutomationCondition.on_cron('0 * * * *') }}}}"
   checks:
     publish_max_lag_minutes: 60
 """
@@ -345,6 +347,7 @@ def test_a_yaml_only_project_builds_and_publishes_a_star_schema_extract(
     listed = json.loads(project.dg("list", "components", "--json"))["items"]
     assert "hyper_assets.HyperExtractComponent" in [c["key"] for c in listed]
     project.dg("scaffold", "defs", "hyper_assets.HyperExtractComponent", "extract")
+    assert "All definitions loaded successfully" in project.dg("check", "defs")  # the template
     project.write_defs("extract", STAR_SCHEMA + _publish_yaml(emulator.url))
     _write_sources(project.root, ORDERS)
 
@@ -356,6 +359,7 @@ def test_a_yaml_only_project_builds_and_publishes_a_star_schema_extract(
     assert published["owners"] == ["team:analytics", "team:bi"]
     assert published["description"] == "Sales for the shop's Tableau workbooks."
     assert published["checks"] == ["published_copy_fresh"]
+    assert "0 * * * *" in published["automation"]
     assert published["column_lineage"] == {  # the tables that declare their columns
         **{f"customers.{c}": [f"customers.{c}"] for c in ("customer_id", "name", "city")},
         **{
