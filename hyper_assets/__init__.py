@@ -2,7 +2,9 @@
 
 from hyper_assets.checks import build_hyper_checks, not_null_check, publish_freshness_check
 from hyper_assets.compaction import CompactResult, compact
+from hyper_assets.component import HyperExtractComponent
 from hyper_assets.errors import (
+    ComponentSpecError,
     ConfigurationError,
     DatabaseLockedError,
     HyperAssetsError,
@@ -25,9 +27,11 @@ from hyper_assets.transfer import StagingMode
 
 __all__ = [
     "CompactResult",
+    "ComponentSpecError",
     "ConfigurationError",
     "DatabaseLockedError",
     "HyperAssetsError",
+    "HyperExtractComponent",
     "HyperIOManager",
     "HyperResource",
     "IngestError",

@@ -37,6 +37,14 @@ class ConfigurationError(HyperAssetsError):
     """Asset metadata or resource configuration that cannot work as given."""
 
 
+class ComponentSpecError(ConfigurationError):
+    """A `HyperExtractComponent` attribute that cannot build the extract; names the field."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}. Fix it in defs.yaml.")
+        self.field = field
+
+
 class IngestError(HyperAssetsError):
     """The staged rows could not be loaded, or not all arrived; the table is unchanged."""
 

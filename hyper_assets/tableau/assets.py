@@ -9,7 +9,7 @@ Both read the `.hyper` file's path and Hyper settings from the `HyperIOManager` 
 """
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
@@ -19,6 +19,7 @@ from hyper_assets.errors import ConfigurationError
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.publish import DEFAULT_MAX_PAYLOAD_BYTES, Publisher, PublishResult
+from hyper_assets.tables import Catalog
 
 
 class PublishConfig(dg.Config):
@@ -86,6 +87,60 @@ def datasource_key(datasource: str) -> dg.AssetKey:
     return dg.AssetKey([re.sub(r"[^A-Za-z0-9_]+", "_", datasource).lower()])
 
 
+def _dep_metadata(
+    deps: Sequence[dg.AssetsDefinition | dg.AssetKey | dg.AssetDep | str],
+) -> dict[dg.AssetKey, Mapping[str, Any]]:
+    """Each dependency's key and, for an AssetsDefinition, its definition metadata."""
+    found: dict[dg.AssetKey, Mapping[str, Any]] = {}
+    for dep in deps:
+        if isinstance(dep, dg.AssetsDefinition):
+            found.update({k: dep.metadata_by_key.get(k, {}) for k in dep.keys})
+        elif isinstance(dep, dg.AssetDep):
+            found[dep.asset_key] = {}
+        else:
+            found[dg.AssetKey.from_coercible(dep)] = {}
+    return found
+
+
+def _lineage(columns: Mapping[dg.AssetKey, tuple[str, Sequence[str]]]) -> dg.TableColumnLineage:
+    """Column `table.column` of the data source comes from `column` of the table's asset."""
+    return dg.TableColumnLineage(
+        {
+            f"{table}.{column}": [dg.TableColumnDep(asset_key=key, column_name=column)]
+            for key, (table, names) in columns.items()
+            for column in names
+        }
+    )
+
+
+def _declared_lineage(tables: Mapping[dg.AssetKey, Mapping[str, Any]]) -> dict[str, Any]:
+    """Lineage from the tables whose `dagster/column_schema` is known at definition time."""
+    known = {
+        key: (
+            metadata.get("table") or key.path[-1],
+            [c.name for c in metadata["dagster/column_schema"].columns],
+        )
+        for key, metadata in tables.items()
+        if isinstance(metadata.get("dagster/column_schema"), dg.TableSchema)
+    }
+    return {"dagster/column_lineage": _lineage(known)} if known else {}
+
+
+def _stored_lineage(
+    io_manager: HyperIOManager, tables: Mapping[dg.AssetKey, Mapping[str, Any]]
+) -> dg.TableColumnLineage:
+    """Lineage from the columns each table has in the file now."""
+    columns: dict[dg.AssetKey, tuple[str, Sequence[str]]] = {}
+    with io_manager.hyper.connect(io_manager.database, create=False) as connection:
+        catalog = Catalog(connection)
+        for key, metadata in tables.items():
+            table = io_manager.table_for(key.path, metadata)
+            if catalog.exists(table):
+                names = [c.name for c in catalog.columns(table)]
+                columns[key] = (table.name.unescaped, names)
+    return _lineage(columns)
+
+
 def tableau_datasource_asset(
     *,
     datasource: str,
@@ -101,8 +156,12 @@ def tableau_datasource_asset(
     """An asset that publishes the `.hyper` file as data source `datasource` of `project`.
 
     Put the tables it publishes in `deps`, so the graph shows where the data source comes
-    from. The first run publishes the whole file; later runs send what changed.
+    from. The first run publishes the whole file; later runs send what changed. Its
+    `dagster/column_lineage` maps each column `table.column` to the table asset's column:
+    at definition time for the deps that declare a `dagster/column_schema`, and after each
+    publish for every table in the file.
     """
+    tables = _dep_metadata(deps)
 
     @dg.asset(
         key=dg.AssetKey.from_coercible(key) if key else datasource_key(datasource),
@@ -110,7 +169,7 @@ def tableau_datasource_asset(
         kinds={"tableau"},
         group_name=group_name,
         required_resource_keys={io_manager_key, tableau_key},
-        metadata={"datasource": datasource, "project": project},
+        metadata={"datasource": datasource, "project": project} | _declared_lineage(tables),
         automation_condition=automation_condition,
         description=f"Tableau data source {datasource!r} in project {project!r}.",
     )
@@ -126,7 +185,9 @@ def tableau_datasource_asset(
             tableau_key,
             max_payload_bytes,
         )
-        return dg.MaterializeResult(metadata=metadata)
+        io_manager = getattr(context.resources, io_manager_key)
+        lineage = _stored_lineage(io_manager, tables)
+        return dg.MaterializeResult(metadata=metadata | {"dagster/column_lineage": lineage})
 
     return publish_datasource
 

@@ -1,0 +1,714 @@
+"""`HyperExtractComponent` in a project `create-dagster` scaffolds, driven by `dg` alone.
+
+The project is new, in a temporary directory, and uses this repository's package from the
+same virtual environment (its `src` on PYTHONPATH): `dg list components` finds the
+component through the package's entry point, `dg scaffold defs` writes its defs.yaml, `dg
+check defs` loads it and `dg launch` materialises the assets in a subprocess with its own
+Spark; the test then reads the .hyper file (and the emulator's copy) back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetKey, Definitions, load_from_defs_folder
+from dagster.components.core.component_tree import ComponentTree
+from tableauhyperapi import Connection, TableName
+
+from hyper_assets import ComponentSpecError, HyperExtractComponent
+from hyper_assets.emulator import Emulator
+from hyper_assets.process import SharedHyper
+from tests.helpers import query
+
+BIN = Path(sys.executable).parent
+IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
+SPARK = {
+    "spark.master": "local[1]",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+}
+CUSTOMERS = [(1, "Ada", "Paris"), (2, "Grace", "Lyon"), (3, "Alan", "Paris")]
+PRODUCTS = [(10, "tea", 2.5), (11, "cake", 4.0)]
+ORDERS = {  # day -> (order_id, customer_id, product_id, quantity)
+    "2024-01-01": [(100, 1, 10, 2), (101, 2, 11, 1)],
+    "2024-01-02": [(102, 3, 10, 4), (103, 1, 11, 3), (104, 2, 10, 1)],
+}
+
+
+TOKEN, SECRET = "ci", "component-s3cret"
+
+
+@pytest.fixture
+def emulator(tmp_path: Path, hyper: SharedHyper) -> Iterator[Emulator]:
+    """The local Tableau emulator on a free port; `dg launch` publishes to it."""
+    data_dir = tmp_path / "server"
+    data_dir.mkdir()
+    with Emulator(data_dir, tokens={TOKEN: SECRET}, hyper=hyper) as running:
+        yield running
+
+
+class Project:
+    """A project made by `create-dagster`, run with `dg` from this virtual environment."""
+
+    def __init__(self, root: Path, name: str, home: Path) -> None:
+        self.root, self.name = root, name
+        self.env = {
+            **os.environ,
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": str(root / "src"),
+            "DAGSTER_HOME": str(home),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SHOP_TABLEAU_SECRET": SECRET,
+            "DAGSTER_DG_UPDATE_CHECK_ENABLED": "0",  # no PyPI lookup
+        }
+
+    @classmethod
+    def create(cls, tmp_path: Path, name: str) -> Project:
+        home = tmp_path / "dagster_home"
+        home.mkdir()
+        project = cls(tmp_path / name, name, home)
+        subprocess.run(
+            [BIN / "create-dagster", "project", "--no-uv-sync", name],
+            cwd=tmp_path,
+            env=project.env,
+            check=True,
+            capture_output=True,
+        )
+        return project
+
+    @property
+    def defs(self) -> Path:
+        return self.root / "src" / self.name / "defs"
+
+    def dg(self, *args: str, timeout: float = 300) -> str:
+        done = subprocess.run(
+            [BIN / "dg", *args],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, f"dg {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def launch(self, assets: str, *options: str) -> None:
+        self.dg("launch", "--assets", assets, "--config-json", IN_PROCESS, *options, timeout=600)
+
+    def write_defs(self, path: str, text: str) -> None:
+        """Replaces the defs.yaml `dg scaffold defs` wrote at `path` (keeping its type line)."""
+        defs_yaml = self.defs / path / "defs.yaml"
+        assert defs_yaml.read_text().startswith("type: hyper_assets.HyperExtractComponent")
+        defs_yaml.write_text(textwrap.dedent(text))
+
+    def definitions_metadata(self) -> dict[str, dict[str, object]]:
+        """Each asset's definition metadata, as the code location loads it (JSON-able)."""
+        script = textwrap.dedent(f"""
+            import json
+            from pathlib import Path
+            from dagster import load_from_defs_folder
+            defs = load_from_defs_folder(path_within_project=Path("src/{self.name}"))
+            graph = defs.resolve_asset_graph()
+            print(json.dumps({{
+                key.to_user_string(): {{
+                    "column_schema": [c.name + " " + c.type for c in
+                        graph.get(key).metadata["dagster/column_schema"].columns]
+                    if "dagster/column_schema" in graph.get(key).metadata else None,
+                    "column_lineage": {{
+                        column: [d.asset_key.to_user_string() + "." + d.column_name
+                                 for d in deps]
+                        for column, deps in graph.get(key).metadata[
+                            "dagster/column_lineage"].deps_by_column.items()
+                    }} if "dagster/column_lineage" in graph.get(key).metadata else None,
+                    "kinds": sorted(graph.get(key).kinds),
+                    "owners": list(graph.get(key).owners),
+                    "tags": {{k: v for k, v in graph.get(key).tags.items()
+                              if not k.startswith("dagster/kind/")}},
+                    "group": graph.get(key).group_name,
+                    "description": graph.get(key).description,
+                    "checks": sorted(c.name for c in graph.get(key).check_keys),
+                    "automation": str(graph.get(key).automation_condition or ""),
+                }}
+                for key in graph.get_all_asset_keys() if graph.get(key).is_materializable
+            }}))
+        """)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
+    def materialization_lineage(self, key: str) -> dict[str, list[str]]:
+        """The `dagster/column_lineage` of `key`'s latest materialisation."""
+        script = textwrap.dedent(f"""
+            import json
+            from dagster import AssetKey, DagsterInstance
+            instance = DagsterInstance.get()
+            event = instance.get_latest_materialization_event(AssetKey({key!r}))
+            lineage = event.asset_materialization.metadata["dagster/column_lineage"].value
+            print(json.dumps({{
+                column: [d.asset_key.to_user_string() + "." + d.column_name for d in deps]
+                for column, deps in lineage.deps_by_column.items()
+            }}))
+        """)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
+    def check_results(self) -> dict[str, bool]:
+        """`asset:check` -> passed, for the latest evaluation of every check."""
+        script = textwrap.dedent("""
+            import json
+            from dagster import DagsterInstance, DagsterEventType, EventRecordsFilter
+            instance = DagsterInstance.get()
+            records = instance.get_event_records(
+                EventRecordsFilter(DagsterEventType.ASSET_CHECK_EVALUATION), ascending=True
+            )
+            out = {}
+            for record in records:
+                evaluation = record.event_log_entry.dagster_event.event_specific_data
+                key = evaluation.asset_key.to_user_string() + ":" + evaluation.check_name
+                out[key] = evaluation.passed
+            print(json.dumps(out))
+        """)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
+
+def _write_sources(root: Path, orders: Mapping[str, list[tuple[int, int, int, int]]]) -> None:
+    """The star schema's raw files: customers as CSV, products as Parquet, orders as JSON."""
+    data = root / "data"
+    (data / "orders").mkdir(parents=True, exist_ok=True)
+    (data / "customers.csv").write_text(
+        "customer_id,name,city\n" + "".join(f"{i},{n},{c}\n" for i, n, c in CUSTOMERS)
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "product_id": [p[0] for p in PRODUCTS],
+                "product_name": [p[1] for p in PRODUCTS],
+                "unit_price": [p[2] for p in PRODUCTS],
+            }
+        ),
+        data / "products.parquet",
+    )
+    for day, rows in orders.items():
+        (data / "orders" / f"orders_{day}.json").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "order_id": o,
+                        "customer_id": c,
+                        "product_id": p,
+                        "quantity": q,
+                        "order_date": day,
+                    }
+                )
+                + "\n"
+                for o, c, p, q in rows
+            )
+        )
+
+
+def _tables(hyper: SharedHyper, database: Path) -> dict[str, list[tuple]]:
+    """Every table of `database` as `schema.table` -> its rows, sorted."""
+    out = {}
+    with Connection(hyper.endpoint, str(database)) as connection:
+        for schema in connection.catalog.get_schema_names():
+            for table in connection.catalog.get_table_names(schema):
+                rows = connection.execute_list_query(f"SELECT * FROM {table}")
+                out[f"{schema.name.unescaped}.{table.name.unescaped}"] = sorted(
+                    (tuple(row) for row in rows), key=repr
+                )
+    return out
+
+
+def _assert_published_copy_equals(hyper: SharedHyper, emulator: Emulator, local: Path) -> None:
+    remote = emulator.data_dir / "Shop Sales.hyper"
+    mine, theirs = _tables(hyper, local), _tables(hyper, remote)
+    assert mine and mine == theirs
+
+
+def _spark_yaml(indent: int) -> str:
+    pad = " " * indent
+    return "\n".join(f'{pad}{k}: "{v}"' for k, v in SPARK.items())
+
+
+def _publish_yaml(url: str) -> str:
+    return f"""\
+  publish:
+    datasource: Shop Sales
+    project: default
+    description: Sales for the shop's Tableau workbooks.
+    owners: [team:bi]
+    server: {{server_url: "{url}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+    automation_condition: "{{{{ dg.AutomationCondition.on_cron('0 * * * *') }}}}"
+  checks:
+    publish_max_lag_minutes: 60
+"""
+
+
+STAR_SCHEMA = f"""\
+type: hyper_assets.HyperExtractComponent
+attributes:
+  database: data/shop.hyper
+  group_name: shop
+  owners: [team:analytics]
+  tags: {{domain: retail}}
+  spark:
+    config:
+{_spark_yaml(6)}
+  tables:
+    - name: customers
+      description: Customers, from the CRM's CSV export.
+      source: {{format: csv, path: data/customers.csv, options: {{header: "true"}}}}
+      columns:
+        - {{name: customer_id, type: INT, description: The CRM's id}}
+        - {{name: name, type: STRING}}
+        - {{name: city, type: STRING}}
+      primary_key: [customer_id]
+      not_null: [city]
+    - name: products
+      source: {{format: parquet, path: data/products.parquet}}
+      primary_key: [product_id]
+      write_mode: upsert
+      owners: [ops@example.com]
+    - name: orders
+      source: {{format: json, path: "data/orders/orders_{{partition_key}}.json"}}
+      columns:
+        - {{name: order_id, type: BIGINT}}
+        - {{name: order_date, type: DATE}}
+        - {{name: customer_id, type: INT}}
+        - {{name: product_id, type: BIGINT}}
+        - {{name: quantity, type: INT}}
+      partitions_def: {{type: daily, start_date: "2024-01-01", end_date: "2024-01-03"}}
+      partition_expr: order_date
+      primary_key: [order_id]
+      foreign_keys:
+        customer_id: customers.customer_id
+        product_id: products.product_id
+    - name: sales
+      sql: |
+        SELECT o.order_id, o.order_date, c.city, p.product_name,
+               o.quantity * p.unit_price AS amount
+        FROM orders o
+        JOIN customers c ON c.customer_id = o.customer_id
+        JOIN products p ON p.product_id = o.product_id
+        WHERE o.order_date >= CAST(:partition_start AS DATE)
+      tags: {{layer: mart}}
+      partitions_def: {{type: daily, start_date: "2024-01-01", end_date: "2024-01-03"}}
+      partition_expr: order_date
+"""
+
+
+def _rows(hyper: SharedHyper, database: Path, table: str) -> list[tuple]:
+    name = TableName("Extract", table)
+    return [tuple(r) for r in query(hyper, database, f"SELECT * FROM {name} ORDER BY 1")]
+
+
+def _plain(rows: list[tuple]) -> list[tuple]:
+    return [tuple(v.to_date() if hasattr(v, "to_date") else v for v in row) for row in rows]
+
+
+@pytest.mark.slow
+def test_a_yaml_only_project_builds_and_publishes_a_star_schema_extract(
+    tmp_path: Path, hyper: SharedHyper, emulator: Emulator
+) -> None:
+    project = Project.create(tmp_path, "shop")
+    listed = json.loads(project.dg("list", "components", "--json"))["items"]
+    assert "hyper_assets.HyperExtractComponent" in [c["key"] for c in listed]
+    project.dg("scaffold", "defs", "hyper_assets.HyperExtractComponent", "extract")
+    assert "All definitions loaded successfully" in project.dg("check", "defs")  # the template
+    project.write_defs("extract", STAR_SCHEMA + _publish_yaml(emulator.url))
+    _write_sources(project.root, ORDERS)
+
+    assert "All definitions loaded successfully" in project.dg("check", "defs")
+    assets = project.definitions_metadata()
+    published = assets.pop("shop_sales")  # dagster-tableau's key for "Shop Sales"
+    assert set(assets) == {"customers", "products", "orders", "sales"}
+    assert published["kinds"] == ["tableau"]
+    assert published["owners"] == ["team:analytics", "team:bi"]
+    assert published["description"] == "Sales for the shop's Tableau workbooks."
+    assert published["checks"] == ["published_copy_fresh"]
+    assert "0 * * * *" in published["automation"]
+    assert published["column_lineage"] == {  # the tables that declare their columns
+        **{f"customers.{c}": [f"customers.{c}"] for c in ("customer_id", "name", "city")},
+        **{
+            f"orders.{c}": [f"orders.{c}"]
+            for c in ("order_id", "order_date", "customer_id", "product_id", "quantity")
+        },
+    }
+    assert assets["customers"]["column_schema"] == [
+        "customer_id INT",
+        "name STRING",
+        "city STRING",
+    ]
+    assert assets["sales"]["column_schema"] is None  # no columns declared: known after a run
+    for name, asset in assets.items():
+        assert asset["kinds"] == ["hyper", "spark"], name
+        assert asset["group"] == "shop"
+        assert asset["tags"]["domain"] == "retail"
+        assert asset["tags"]["dagster/storage_kind"] == "hyper"
+        assert "team:analytics" in asset["owners"]
+    assert assets["products"]["owners"] == ["team:analytics", "ops@example.com"]
+    assert assets["sales"]["tags"]["layer"] == "mart"
+    assert assets["customers"]["description"] == "Customers, from the CRM's CSV export."
+    assert assets["customers"]["checks"] == [
+        "columns_not_null",
+        "primary_key_unique",
+        "row_count_vs_previous",
+    ]
+    assert "foreign_keys_resolve" in assets["orders"]["checks"]
+
+    project.launch("customers,products")
+    project.launch("orders,sales", "--partition-range", "2024-01-01...2024-01-02")
+
+    database = project.root / "data" / "shop.hyper"
+    assert _rows(hyper, database, "customers") == CUSTOMERS
+    assert _rows(hyper, database, "products") == PRODUCTS
+    day = dt.date.fromisoformat
+    assert _plain(_rows(hyper, database, "orders")) == sorted(
+        (o, day(d), c, p, q) for d, rows in ORDERS.items() for o, c, p, q in rows
+    )
+    city = {c[0]: c[2] for c in CUSTOMERS}
+    product = {p[0]: p for p in PRODUCTS}
+    expected_sales = sorted(
+        (o, day(d), city[c], product[p][1], q * product[p][2])
+        for d, rows in ORDERS.items()
+        for o, c, p, q in rows
+    )
+    assert _plain(_rows(hyper, database, "sales")) == expected_sales
+    checks = project.check_results()
+    assert checks["customers:primary_key_unique"] and checks["orders:foreign_keys_resolve"]
+    assert checks["customers:columns_not_null"]
+
+    project.launch("shop_sales")
+    _assert_published_copy_equals(hyper, emulator, database)
+    lineage = project.materialization_lineage("shop_sales")
+    assert lineage["sales.amount"] == ["sales.amount"]
+    assert lineage["products.unit_price"] == ["products.unit_price"]
+    assert len(lineage) == 3 + 3 + 5 + 5
+
+    # A day that lands again replaces its rows, and only its rows; the publish follows.
+    changed = {"2024-01-02": [(105, 3, 11, 2)]}
+    _write_sources(project.root, changed)
+    project.launch("orders,sales", "--partition", "2024-01-02")
+    assert _plain(_rows(hyper, database, "sales")) == [
+        *expected_sales[:2],
+        (105, day("2024-01-02"), "Paris", "cake", 8.0),
+    ]
+    project.launch("shop_sales")
+    _assert_published_copy_equals(hyper, emulator, database)
+    assert project.check_results()["shop_sales:published_copy_fresh"]
+
+
+def _build(attributes: dict) -> Definitions:
+    component = HyperExtractComponent.from_attributes_dict(attributes=attributes)
+    return component.build_defs(ComponentTree.for_test().load_context)
+
+
+CSV = {"format": "csv", "path": "data/x.csv"}
+DAILY = {"type": "daily", "start_date": "2024-01-01"}
+
+
+@pytest.mark.parametrize(
+    ("attributes", "field", "says"),
+    [
+        ({}, "attributes", "declares no table"),
+        ({"tables": [{"name": "a b", "source": CSV}]}, "tables[0].name", "letters, digits"),
+        ({"tables": [{"name": "a"}]}, "tables[0]", "one of source, sql"),
+        (
+            {"tables": [{"name": "a", "source": CSV}, {"name": "a", "source": CSV}]},
+            "tables[1].name",
+            "declared twice",
+        ),
+        (
+            {"tables": [{"name": "a", "sql": "SELECT 1", "inputs": ["b"]}]},
+            "tables[0].inputs",
+            "not other tables",
+        ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "partitions_def": DAILY}]},
+            "tables[0].partition_expr",
+            "name the column",
+        ),
+        (
+            {
+                "tables": [
+                    {"name": "a", "source": CSV, "partitions_def": DAILY, "partition_expr": "d"}
+                ]
+            },
+            "tables[0].source.path",
+            "{partition_key}",
+        ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "write_mode": "upsert"}]},
+            "tables[0].primary_key",
+            "needs a primary key",
+        ),
+        (
+            {
+                "tables": [
+                    {
+                        "name": "a",
+                        "source": CSV,
+                        "columns": [{"name": "x", "type": "INT"}],
+                        "not_null": ["y"],
+                    }
+                ]
+            },
+            "tables[0].not_null",
+            "not among its columns",
+        ),
+    ],
+)
+def test_bad_attributes_name_the_yaml_field(attributes: dict, field: str, says: str) -> None:
+    with pytest.raises(ComponentSpecError) as raised:
+        _build(attributes)
+    assert str(raised.value).startswith(
+        f"{field if field == 'attributes' else 'attributes.' + field}:"
+    )
+    assert says in str(raised.value)
+
+
+def test_sql_inputs_default_to_the_tables_it_reads() -> None:
+    defs = _build(
+        {
+            "spark": {"config": {}},
+            "tables": [
+                {"name": "a", "source": CSV},
+                {"name": "b", "source": CSV},
+                {"name": "c", "sql": "SELECT * FROM a JOIN `b` USING (k) WHERE k IN (SELECT 1)"},
+            ],
+        }
+    )
+    graph = defs.resolve_asset_graph()
+    assert graph.get(AssetKey("c")).parent_keys == {AssetKey("a"), AssetKey("b")}
+
+
+PYTHON_RESOURCES = """\
+from pathlib import Path
+
+import dagster as dg
+from dagster_pyspark import PySparkResource
+
+from hyper_assets import HyperIOManager
+
+ROOT = Path(__file__).parents[3]
+
+
+@dg.definitions
+def resources() -> dg.Definitions:
+    return dg.Definitions(
+        resources={
+            "io_manager": HyperIOManager(database=str(ROOT / "data" / "legacy.hyper")),
+            "pyspark": PySparkResource(spark_config=SPARK),
+        }
+    )
+"""
+
+PYTHON_ASSETS = '''\
+"""Hand-written Spark assets, as a project has them before it adopts the component."""
+
+import dagster as dg
+from dagster_pyspark import PySparkResource
+from pyspark.sql import DataFrame
+
+
+@dg.asset(group_name="sales", metadata={"primary_key": ["store_id"]})
+def stores(pyspark: PySparkResource) -> DataFrame:
+    return pyspark.spark_session.sql(
+        "SELECT * FROM VALUES (1, 'Paris'), (2, 'Lyon') AS t(store_id, city)"
+    )
+
+
+@dg.asset(
+    group_name="sales",
+    deps=[stores],
+    metadata={"foreign_keys": {"store_id": "Extract.stores.store_id"}},
+)
+def receipts(pyspark: PySparkResource) -> DataFrame:
+    return pyspark.spark_session.sql(
+        "SELECT * FROM VALUES (10, 1, 9.5), (11, 2, 20.0), (12, 1, NULL) "
+        "AS t(receipt_id, store_id, amount)"
+    )
+
+
+@dg.asset(group_name="scratch")
+def scratch(pyspark: PySparkResource) -> DataFrame:
+    return pyspark.spark_session.sql("SELECT 1 AS one")
+'''
+
+
+@pytest.mark.slow
+def test_existing_python_assets_adopt_checks_and_publish(
+    tmp_path: Path, hyper: SharedHyper, emulator: Emulator
+) -> None:
+    project = Project.create(tmp_path, "legacy")
+    (project.defs / "resources.py").write_text(PYTHON_RESOURCES.replace("SPARK)", f"{SPARK!r})"))
+    (project.defs / "pipeline").mkdir()
+    (project.defs / "pipeline" / "__init__.py").write_text("")
+    (project.defs / "pipeline" / "assets.py").write_text(PYTHON_ASSETS)
+    project.dg("scaffold", "defs", "hyper_assets.HyperExtractComponent", "extract")
+    project.write_defs(
+        "extract",
+        textwrap.dedent("""\
+            type: hyper_assets.HyperExtractComponent
+            attributes:
+              adopt:
+                defs_path: pipeline
+                groups: [sales]
+                not_null: {receipts: [amount]}
+              owners: [team:analytics]
+        """)
+        + _publish_yaml(emulator.url),
+    )
+
+    assert "All definitions loaded successfully" in project.dg("check", "defs")
+    assets = project.definitions_metadata()
+    assert set(assets) == {"stores", "receipts", "scratch", "shop_sales"}
+    assert assets["stores"]["checks"] == ["primary_key_unique", "row_count_vs_previous"]
+    assert assets["receipts"]["checks"] == [
+        "columns_not_null",
+        "foreign_keys_resolve",
+        "row_count_vs_previous",
+    ]
+    assert assets["scratch"]["checks"] == []  # not adopted
+    assert assets["shop_sales"]["owners"] == ["team:analytics", "team:bi"]
+
+    project.launch("stores,receipts")
+    project.launch("shop_sales")
+
+    database = project.root / "data" / "legacy.hyper"
+    assert _rows(hyper, database, "stores") == [(1, "Paris"), (2, "Lyon")]
+    _assert_published_copy_equals(hyper, emulator, database)
+    assert set(_tables(hyper, database)) == {"Extract.stores", "Extract.receipts"}
+    checks = project.check_results()
+    assert checks["stores:primary_key_unique"]
+    assert checks["receipts:foreign_keys_resolve"]
+    assert not checks["receipts:columns_not_null"]  # receipt 12 has no amount
+    assert checks["shop_sales:published_copy_fresh"]
+    assert project.materialization_lineage("shop_sales") == {
+        "stores.store_id": ["stores.store_id"],
+        "stores.city": ["stores.city"],
+        "receipts.receipt_id": ["receipts.receipt_id"],
+        "receipts.store_id": ["receipts.store_id"],
+        "receipts.amount": ["receipts.amount"],
+    }
+
+
+ADOPTABLE = """\
+import dagster as dg
+
+
+@dg.asset(group_name="sales", metadata={"primary_key": ["id"]})
+def stores(): ...
+
+
+@dg.asset(group_name="sales", io_manager_key="other_io_manager")
+def elsewhere(): ...
+"""
+RESOURCES = """\
+import dagster as dg
+
+
+@dg.definitions
+def resources() -> dg.Definitions:
+    return dg.Definitions(resources={"other_io_manager": dg.FilesystemIOManager()})
+"""
+
+
+def _load_project(tmp_path: Path, name: str, attributes: str) -> Definitions:
+    """A dg project's definitions: assets.py as the project has them, the component beside."""
+    defs = tmp_path / "src" / name / "defs"
+    (defs / "pipeline").mkdir(parents=True)
+    (defs / "extract").mkdir()
+    for package in (defs.parent, defs, defs / "pipeline"):
+        (package / "__init__.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text(
+        f'[project]\nname = "{name}"\n[tool.dg]\ndirectory_type = "project"\n'
+        f'[tool.dg.project]\nroot_module = "{name}"\n'
+    )
+    (defs / "pipeline" / "assets.py").write_text(ADOPTABLE)
+    (defs / "resources.py").write_text(RESOURCES)
+    (defs / "extract" / "defs.yaml").write_text(
+        "type: hyper_assets.HyperExtractComponent\nattributes:\n"
+        + textwrap.indent(textwrap.dedent(attributes), "  ")
+    )
+    sys.path.insert(0, str(tmp_path / "src"))
+    try:
+        return load_from_defs_folder(path_within_project=defs)
+    finally:
+        sys.path.remove(str(tmp_path / "src"))
+
+
+def test_adopt_selects_existing_assets_by_key(tmp_path: Path) -> None:
+    defs = _load_project(
+        tmp_path,
+        "adopt_by_key",
+        """\
+        adopt: {defs_path: pipeline, keys: [stores]}
+        publish:
+          datasource: Store Data
+          server: {server_url: "http://127.0.0.1:9", token_name: ci, token_secret_env: SECRET}
+        """,
+    )
+    graph = defs.resolve_asset_graph()
+    assert {c.name for c in graph.get(AssetKey("stores")).check_keys} == {
+        "primary_key_unique",
+        "row_count_vs_previous",
+    }
+    assert not graph.get(AssetKey("elsewhere")).check_keys
+    assert graph.get(AssetKey("store_data")).parent_keys == {AssetKey("stores")}
+
+
+@pytest.mark.parametrize(
+    ("adopt", "field", "says"),
+    [
+        ("{defs_path: pipeline, keys: [shops]}", "adopt.keys", "['shops'] are not assets"),
+        ("{defs_path: pipeline, groups: [sale]}", "adopt.groups", "['sale'] are not groups"),
+        ("{defs_path: pipeline, groups: [sales]}", "io_manager_key", "'other_io_manager'"),
+        (
+            "{defs_path: pipeline, keys: [stores]}\npublish: {datasource: Stores}",
+            "publish.key",
+            "the key of table asset stores",
+        ),
+    ],
+)
+def test_adopt_errors_name_the_field(tmp_path: Path, adopt: str, field: str, says: str) -> None:
+    name = f"adopt_error_{field.replace('.', '_')}"
+    with pytest.raises(Exception, match="Error while building definitions") as raised:
+        _load_project(tmp_path, name, f"adopt: {adopt}\n")
+    cause = raised.value.__cause__
+    assert isinstance(cause, ComponentSpecError)
+    assert str(cause).startswith(f"attributes.{field}: ")
+    assert says in str(cause)
