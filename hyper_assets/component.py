@@ -104,7 +104,7 @@ class ColumnSpec(dg.Resolvable):
 
 
 @dataclass(frozen=True)
-class TableSpec(dg.Resolvable):
+class TableYaml(dg.Resolvable):
     """One table of the extract, built by Spark from files or from SQL over other tables."""
 
     name: Annotated[str, dg.Resolver.default(description="Table and asset name.")]
@@ -285,7 +285,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             "`database`, else io_manager."
         ),
     ] = None
-    tables: Sequence[TableSpec] = ()
+    tables: Sequence[TableYaml] = ()
     adopt: AdoptSpec | None = None
     spark: SparkSpec = field(default_factory=SparkSpec)
     checks: ChecksSpec = field(default_factory=ChecksSpec)
@@ -337,7 +337,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
         )
 
     def _table_asset(
-        self, index: int, table: TableSpec, names: set[str], root: Path
+        self, index: int, table: TableYaml, names: set[str], root: Path
     ) -> dg.AssetsDefinition:
         where = f"attributes.tables[{index}]"
         inputs = _inputs(table, names, where)
@@ -447,7 +447,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
         return resources
 
 
-def _check_names(tables: Sequence[TableSpec]) -> set[str]:
+def _check_names(tables: Sequence[TableYaml]) -> set[str]:
     seen: set[str] = set()
     for i, table in enumerate(tables):
         where = f"attributes.tables[{i}]"
@@ -465,7 +465,7 @@ def _check_names(tables: Sequence[TableSpec]) -> set[str]:
     return seen
 
 
-def _inputs(table: TableSpec, names: set[str], where: str) -> tuple[str, ...]:
+def _inputs(table: TableYaml, names: set[str], where: str) -> tuple[str, ...]:
     """The tables `table`'s SQL reads: `inputs`, else its FROM/JOIN names among `names`."""
     if table.sql is None:
         if table.inputs:
@@ -483,7 +483,7 @@ def _inputs(table: TableSpec, names: set[str], where: str) -> tuple[str, ...]:
     return tuple(table.inputs)
 
 
-def _table_metadata(table: TableSpec, where: str) -> dict[str, Any]:
+def _table_metadata(table: TableYaml, where: str) -> dict[str, Any]:
     """What the IO manager and the checks read, and the column schema when declared."""
     if table.partitions_def is not None and not table.partition_expr:
         raise ComponentSpecError(
@@ -529,7 +529,7 @@ def _table_metadata(table: TableSpec, where: str) -> dict[str, Any]:
     return metadata
 
 
-def _describe(table: TableSpec) -> str:
+def _describe(table: TableYaml) -> str:
     if table.source:
         return f"Spark reads {table.source.format} {table.source.path}."
     return f"Spark SQL:\n\n```sql\n{table.sql}\n```"

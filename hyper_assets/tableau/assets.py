@@ -134,7 +134,7 @@ def _stored_lineage(
     with io_manager.hyper.connect(io_manager.database, create=False) as connection:
         catalog = Catalog(connection)
         for key, metadata in tables.items():
-            table = io_manager.table_for(key.path, metadata)
+            table = io_manager.spec_for(key.path, metadata).table
             if catalog.exists(table):
                 names = [c.name for c in catalog.columns(table)]
                 columns[key] = (table.name.unescaped, names)
