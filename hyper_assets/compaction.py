@@ -30,8 +30,9 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
+from hyper_assets._files import fsync_path
+from hyper_assets._sql import attach
 from hyper_assets.errors import CompactionError, DatabaseLockedError
-from hyper_assets.outbox import fsync_path
 from hyper_assets.resource import HyperResource, is_locked_error
 
 
@@ -121,11 +122,8 @@ def _copy(hyper: HyperResource, source: Path, target: Path, version: int) -> Non
 def _reload_tables(hyper: HyperResource, copy: Path, original: Path) -> None:
     """Empties every table of `copy` and loads it again from `original`, densely."""
     with Connection(hyper.shared.endpoint) as connection:
-        connection.execute_command(f"ATTACH DATABASE {escape_name(str(copy))} AS compacted")
-        connection.execute_command(
-            f"ATTACH DATABASE {escape_name(str(original))} AS original "
-            "WITH (access_mode = readonly)"
-        )
+        attach(connection, copy, "compacted")
+        attach(connection, original, "original", read_only=True)
         for schema in connection.catalog.get_schema_names("compacted"):
             for table in connection.catalog.get_table_names(schema):
                 source = TableName("original", table.schema_name.name, table.name)

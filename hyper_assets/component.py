@@ -221,7 +221,7 @@ class PublishSpec(dg.Resolvable):
     """The published data source: an asset downstream of every table."""
 
     datasource: str
-    project: str = "default"
+    project: str = "Default"
     key: Annotated[
         str | None,
         dg.Resolver.default(description="Asset key; default: dagster-tableau's for the name."),

@@ -1,6 +1,41 @@
-"""Every error hyper-assets raises, in one place.
+"""Every error hyper-assets raises, in one tree.
 
 Each message names the table, column or field at fault and says how to fix it.
+
+HyperAssetsError
+├── ConfigurationError              asset metadata or resource config that cannot work
+│   ├── ComponentSpecError          a defs.yaml field of the component
+│   ├── StagingNotSharedError       Spark staged where this process cannot read
+│   ├── StagingStoreError           the staging object store is unreachable from here
+│   └── ProjectLookupError          a Tableau project path naming none, or several
+│       ├── ProjectNotFoundError
+│       └── AmbiguousProjectError
+├── UnsupportedTypeError            a column type a .hyper table cannot store
+├── SchemaMismatchError             rows that do not fit the stored table
+├── NullInNotNullColumnError
+├── TableNotFoundError
+├── DatabaseLockedError             the file held by another program too long
+├── IngestError                     staged rows not loaded (or not all arrived)
+├── CompactionError
+├── CorruptFileError                an outbox, plan or state file that does not parse
+├── ActionValidationError           an action batch that does not parse
+├── ActionBatchError                an action that cannot apply; the batch rolled back
+├── EmulatorConfigError
+├── TableauError                    talking to Tableau Server / Cloud
+│   ├── TableauConnectionError      no answer after every retry
+│   ├── TableauRequestError         an error reply: status, Tableau's code, summary, detail
+│   │   ├── UnexpectedReplyError    a reply the client cannot read (HTML, empty, ...)
+│   │   ├── TableauSignInError      401
+│   │   ├── DataSourceExistsError   403007
+│   │   └── PayloadTooLargeError    413
+│   └── TableauJobError             a job failed; `notes` holds Tableau's words
+│       ├── TableauJobCancelledError
+│       └── TableauJobTimeoutError
+└── PublishError                    a publish could not finish; nothing unsent is lost
+    └── PublishLockedError          another publish of the file held it too long
+
+The emulator's own "reply with this status" error is server-side code and lives in
+`hyper_assets.emulator.errors`; no client error derives from it.
 """
 
 from __future__ import annotations
@@ -101,27 +136,24 @@ class EmulatorConfigError(HyperAssetsError):
     """The REST emulator cannot start as configured (bad data dir, token or port)."""
 
 
-class RestApiError(HyperAssetsError):
-    """A Tableau REST error: HTTP status, Tableau's error code, summary and detail."""
-
-    def __init__(self, status: int, code: str, summary: str, detail: str):
-        super().__init__(f"{status} {code} {summary}: {detail}")
-        self.status = status
-        self.code = code
-        self.summary = summary
-        self.detail = detail
-
-
 # --- The Tableau REST client -----------------------------------------------------------
 
 
-class TableauRequestError(RestApiError):
+class TableauError(HyperAssetsError):
+    """Talking to Tableau Server or Cloud failed (base of the client's errors)."""
+
+
+class TableauRequestError(TableauError):
     """A Tableau REST call failed: Tableau's code, summary and detail, and what to do."""
 
     def __init__(
         self, status: int, code: str, summary: str, detail: str, *, call: str, hint: str = ""
     ):
-        super().__init__(status, code, summary, detail)
+        super().__init__(f"{status} {code} {summary}: {detail}")
+        self.status = status
+        self.code = code
+        self.summary = summary
+        self.detail = detail
         self.call = call
         self.hint = hint
 
@@ -170,7 +202,7 @@ class AmbiguousProjectError(ProjectLookupError):
     """Several projects match this path (a name repeated under other parents)."""
 
 
-class TableauConnectionError(HyperAssetsError):
+class TableauConnectionError(TableauError):
     """No answer from Tableau after every retry allowed (network, TLS, timeouts).
 
     `maybe_applied` is True when the request was sent and may have taken effect.
@@ -181,7 +213,7 @@ class TableauConnectionError(HyperAssetsError):
         self.maybe_applied = maybe_applied
 
 
-class TableauJobError(HyperAssetsError):
+class TableauJobError(TableauError):
     """A Tableau job failed; `notes` holds what Tableau said about it."""
 
     def __init__(self, message: str, *, job_id: str, finish_code: int | None, notes: str | None):

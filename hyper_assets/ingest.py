@@ -17,8 +17,7 @@ The caller closes the connection afterwards: only then is the change durable.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
+from hyper_assets._sql import transaction
 from hyper_assets.errors import (
     ConfigurationError,
     IngestError,
@@ -75,19 +75,6 @@ class WriteResult:
     row_count: int
     seconds: float
     notes: tuple[str, ...] = ()
-
-
-@contextmanager
-def transaction(connection: Connection) -> Iterator[None]:
-    """BEGIN ... COMMIT, rolled back on any exception (a failed statement aborts it)."""
-    connection.execute_command("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        with suppress(HyperException):
-            connection.execute_command("ROLLBACK")
-        raise
-    connection.execute_command("COMMIT")
 
 
 def external_sql(files: list[Path]) -> str:

@@ -30,8 +30,9 @@ from pydantic import Field, PrivateAttr, model_validator
 from pyspark.sql import DataFrame as SparkDataFrame
 from tableauhyperapi import Connection, TableName, escape_string_literal
 
+from hyper_assets._sql import transaction
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
-from hyper_assets.ingest import Write, WriteResult, transaction, write_table
+from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_window
 from hyper_assets.resource import HyperResource

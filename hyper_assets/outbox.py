@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 
 from tableauhyperapi import Connection, TableName, escape_name
 
+from hyper_assets._files import fsync_path, write_json
+from hyper_assets._sql import attach, count_rows, detach
 from hyper_assets.errors import CorruptFileError
 from hyper_assets.ingest import Write, source_sql
 from hyper_assets.partitions import Window
@@ -111,26 +113,6 @@ RECORD_WAY_OUT = (
 )
 
 
-def write_json(path: Path, body: object) -> None:
-    """Writes `path` atomically and durably: a crash leaves the old file or the new one."""
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with temporary.open("w") as out:
-        json.dump(body, out, indent=1)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
-    fsync_path(path.parent)
-
-
-def fsync_path(path: Path) -> None:
-    """Flushes a file to disk, or makes renames and removals in a directory durable."""
-    handle = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
-
-
 class Outbox:
     """The changes recorded beside one `.hyper` file. Use it while holding the file's lock."""
 
@@ -200,12 +182,12 @@ class Outbox:
         """Stores the rows of `select` in the change's own `.hyper`, durably (detached)."""
         path = escape_name(str(self.rows_path(change)))
         connection.execute_command(f"CREATE DATABASE IF NOT EXISTS {path}")
-        connection.execute_command(f"ATTACH DATABASE {path} AS {escape_name(_ALIAS)}")
+        attach(connection, self.rows_path(change), _ALIAS)
         try:
             connection.execute_command(f"DROP TABLE IF EXISTS {_ALIAS}.{CAPTURED}")
             connection.execute_command(f"CREATE TABLE {_ALIAS}.{CAPTURED} AS ({select})")
         finally:
-            connection.execute_command(f"DETACH DATABASE {escape_name(_ALIAS)}")
+            detach(connection, _ALIAS)
 
     def commit(self, change: Change) -> None:
         """After the write is durable (its connection closed): the change is to be sent."""
@@ -242,6 +224,4 @@ class Outbox:
 
 
 def _count(connection: Connection, table: TableName) -> int:
-    if not Catalog(connection).exists(table):
-        return 0
-    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))
+    return count_rows(connection, table) if Catalog(connection).exists(table) else 0

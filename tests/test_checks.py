@@ -208,7 +208,7 @@ def test_published_copy_freshness_reads_the_outbox(tmp_path: Path, hyper: Shared
     world, database = World(), tmp_path / "star.hyper"
     defs = definitions(world, database)
     carriers = defs.resolve_assets_def("carriers")
-    published = tableau_datasource_asset(datasource="Airlines", project="default", deps=[carriers])
+    published = tableau_datasource_asset(datasource="Airlines", project="Default", deps=[carriers])
     data_dir = tmp_path / "server"
     data_dir.mkdir()
     with (

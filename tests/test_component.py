@@ -267,7 +267,7 @@ def _publish_yaml(url: str) -> str:
     return f"""\
   publish:
     datasource: Shop Sales
-    project: default
+    project: Default
     description: Sales for the shop's Tableau workbooks.
     owners: [team:bi]
     server: {{server_url: "{url}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}

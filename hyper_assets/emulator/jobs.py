@@ -19,12 +19,13 @@ from pathlib import Path
 
 from tableauhyperapi import Endpoint
 
+from hyper_assets.emulator.apply import apply_batch
+from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.store import Datasource
 from hyper_assets.emulator.wire import not_found
-from hyper_assets.errors import HyperAssetsError, RestApiError
+from hyper_assets.errors import HyperAssetsError
 from hyper_assets.tableau.actions import Action
-from hyper_assets.tableau.apply import apply_batch
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from hyper_assets._files import MEGABYTE
+from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import UPDATE, Job, JobRunner
 from hyper_assets.emulator.sessions import Session, Sessions
@@ -31,12 +33,11 @@ from hyper_assets.emulator.wire import (
     render,
     stamp,
 )
-from hyper_assets.errors import ActionValidationError, RestApiError
+from hyper_assets.errors import ActionValidationError
 from hyper_assets.tableau.actions import parse_batch
 
 log = logging.getLogger(__name__)
 
-MEGABYTE = 1024 * 1024
 OWNER_ID = "dd2239f6-ddf1-4107-981a-4cf94e415794"  # the site administrator owning everything
 PRODUCT_VERSION = "2024.2.0"
 BUILD = "20242.24.0711.1636"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hyper_assets.errors import RestApiError
+from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.tableau.connected_app import (
     AUDIENCE,
     MAX_LIFETIME_SECONDS,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.wire import bad_request, not_found
-from hyper_assets.errors import RestApiError
 
 _NAMESPACE = uuid.UUID("5b0c7f36-58a4-4c3e-9d7e-2f6a1f0e4b11")
 DEFAULT_PROJECT = "Default"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from hyper_assets.errors import RestApiError
+from hyper_assets.emulator.errors import RestApiError
 
 NAMESPACE = "http://tableau.com/api"
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"

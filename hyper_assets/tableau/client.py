@@ -49,6 +49,7 @@ import httpx
 from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
+from hyper_assets._files import MEGABYTE
 from hyper_assets.errors import (
     AmbiguousProjectError,
     ConfigurationError,
@@ -68,7 +69,6 @@ from hyper_assets.tableau.connected_app import PUBLISH_SCOPES, connected_app_jwt
 
 log = logging.getLogger(__name__)
 
-MEGABYTE = 1024 * 1024
 BOOTSTRAP_VERSION = "2.4"  # every server answers serverinfo here; TSC asks here too
 UPDATE_MIN_VERSION = (3, 12)  # PATCH .../data appeared in REST API 3.12 (Tableau 2021.2)
 SUCCESS_CODES = (0, 3)  # finishCode 3 means "completed": a success too

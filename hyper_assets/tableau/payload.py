@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tableauhyperapi import Connection, Endpoint, TableName, escape_name
 
+from hyper_assets._sql import attach, count_rows, detach
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.tableau.actions import Action, Delete, Insert, Replace
 from hyper_assets.tableau.changes import PAYLOAD_SCHEMA, Step, keys_table, step_actions
@@ -46,21 +47,10 @@ class Part:
         return step_actions(self.step, self.name if self.path else None, self.first)
 
 
-def _attach(connection: Connection, path: Path, alias: str, *, read_only: bool = False) -> None:
-    mode = " WITH (access_mode = readonly)" if read_only else ""
-    connection.execute_command(
-        f"ATTACH DATABASE {escape_name(str(path))} AS {escape_name(alias)}{mode}"
-    )
-
-
-def _detach(connection: Connection, alias: str) -> None:
-    connection.execute_command(f"DETACH DATABASE {escape_name(alias)}")
-
-
 def _new_file(connection: Connection, path: Path, alias: str) -> None:
     path.unlink(missing_ok=True)
     connection.execute_command(f"CREATE DATABASE {escape_name(str(path))}")
-    _attach(connection, path, alias)
+    attach(connection, path, alias)
     connection.execute_command(f"CREATE SCHEMA {escape_name(alias)}.{escape_name(PAYLOAD_SCHEMA)}")
 
 
@@ -78,7 +68,7 @@ def build_parts(
     """
     parts: list[Part] = []
     with Connection(endpoint) as connection:
-        _attach(connection, database, _LOCAL, read_only=True)
+        attach(connection, database, _LOCAL, read_only=True)
         for index, step in enumerate(steps):
             part = _step_part(connection, outbox, step, directory, index)
             parts += _split(connection, part, max_bytes)
@@ -108,7 +98,7 @@ def _step_part(
         where = f" WHERE {step.window.sql}" if step.window else ""
         connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {local}{where})")
     rows = _finish_part(connection, step, target)
-    _detach(connection, _PART)
+    detach(connection, _PART)
     if rows == 0 and step.kind != "replace":
         path.unlink()
         return Part(step, name, None, 0)
@@ -121,13 +111,13 @@ def _finish_part(connection: Connection, step: Step, rows: TableName) -> int:
         keys = TableName(_PART, PAYLOAD_SCHEMA, keys_table(rows.name.unescaped))
         names = ", ".join(escape_name(k) for k in step.key)
         connection.execute_command(f"CREATE TABLE {keys} AS (SELECT DISTINCT {names} FROM {rows})")
-    return _count(connection, rows)
+    return count_rows(connection, rows)
 
 
 def _copy_captured(connection: Connection, outbox: Outbox, step: Step, target: TableName) -> None:
     """The appended rows of every change of `step`, one captured file at a time."""
     for number, change in enumerate(step.changes):
-        _attach(connection, outbox.rows_path(change), _SOURCE, read_only=True)
+        attach(connection, outbox.rows_path(change), _SOURCE, read_only=True)
         source = TableName(_SOURCE, CAPTURED.schema_name, CAPTURED.name)
         if number == 0:
             connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {source})")
@@ -137,21 +127,21 @@ def _copy_captured(connection: Connection, outbox: Outbox, step: Step, target: T
             connection.execute_command(
                 f"INSERT INTO {target} ({names}) SELECT {names} FROM {source}"
             )
-        _detach(connection, _SOURCE)
+        detach(connection, _SOURCE)
 
 
 def _union_captured(connection: Connection, outbox: Outbox, step: Step, keys: str) -> None:
     """The upserted keys of every change of `step` in temporary table `keys`."""
     names = ", ".join(escape_name(k) for k in step.key)
     for number, change in enumerate(step.changes):
-        _attach(connection, outbox.rows_path(change), _SOURCE, read_only=True)
+        attach(connection, outbox.rows_path(change), _SOURCE, read_only=True)
         source = TableName(_SOURCE, CAPTURED.schema_name, CAPTURED.name)
         select = f"SELECT {names} FROM {source}"
         if number == 0:
             connection.execute_command(f"CREATE TEMPORARY TABLE {escape_name(keys)} AS ({select})")
         else:
             connection.execute_command(f"INSERT INTO {escape_name(keys)} {select}")
-        _detach(connection, _SOURCE)
+        detach(connection, _SOURCE)
 
 
 def _split(connection: Connection, part: Part, max_bytes: int) -> list[Part]:
@@ -159,9 +149,9 @@ def _split(connection: Connection, part: Part, max_bytes: int) -> list[Part]:
     if part.path is None or part.size <= max_bytes or part.rows <= 1:
         return [part]
     count = min(part.rows, math.ceil(part.size / (0.8 * max_bytes)))
-    _attach(connection, part.path, _SOURCE, read_only=True)
+    attach(connection, part.path, _SOURCE, read_only=True)
     shares = _shares(connection, part.path, part.tables, count)
-    _detach(connection, _SOURCE)
+    detach(connection, _SOURCE)
     part.path.unlink()
     pieces = [
         replace(part, path=path, rows=rows, first=part.first and number == 0)
@@ -196,14 +186,14 @@ def write_batch(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Path |
         _new_file(connection, path, "batch")
         for part in files:
             assert part.path is not None
-            _attach(connection, part.path, _PART, read_only=True)
+            attach(connection, part.path, _PART, read_only=True)
             for name in part.tables:
                 source = TableName(_PART, PAYLOAD_SCHEMA, name)
                 target = TableName("batch", PAYLOAD_SCHEMA, name)
                 connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {source})")
-            _detach(connection, _PART)
+            detach(connection, _PART)
             part.path.unlink()
-        _detach(connection, "batch")
+        detach(connection, "batch")
     return path
 
 
@@ -240,7 +230,7 @@ def split_batch(
         return [Piece(None, group, 0, unit) for unit, group in enumerate(groups)]
     pieces: list[Piece] = []
     with Connection(endpoint) as connection:
-        _attach(connection, payload, _SOURCE, read_only=True)
+        attach(connection, payload, _SOURCE, read_only=True)
         for number, group in enumerate(groups):
             path = payload.with_name(f"{payload.stem}-{number:03d}.hyper")
             whole = replace(_copy_piece(connection, path, group), unit=number)
@@ -256,7 +246,7 @@ def split_batch(
                 Piece(shared, group if n == 0 else _later_share(group), rows, number)
                 for n, (shared, rows) in enumerate(shares)
             ]
-        _detach(connection, _SOURCE)
+        detach(connection, _SOURCE)
     return pieces
 
 
@@ -282,8 +272,8 @@ def _copy_piece(connection: Connection, path: Path, actions: Sequence[Action]) -
             f"(SELECT * FROM {TableName(_SOURCE, PAYLOAD_SCHEMA, name)})"
         )
     rows_table = _rows_table(actions) or sources[0]
-    rows = _count(connection, TableName(_PART, PAYLOAD_SCHEMA, rows_table))
-    _detach(connection, _PART)
+    rows = count_rows(connection, TableName(_PART, PAYLOAD_SCHEMA, rows_table))
+    detach(connection, _PART)
     return Piece(path, list(actions), rows)
 
 
@@ -316,8 +306,8 @@ def _shares(
                 f"CREATE TABLE {TableName(_PART, PAYLOAD_SCHEMA, name)} AS "
                 f"(SELECT DISTINCT {keys} FROM {rows})"
             )
-        shares.append((shared, _count(connection, rows)))
-        _detach(connection, _PART)
+        shares.append((shared, count_rows(connection, rows)))
+        detach(connection, _PART)
     connection.execute_command(f"DROP TABLE {escape_name(_CHUNK)}")
     return shares
 
@@ -325,10 +315,6 @@ def _shares(
 def _column_list(connection: Connection, table: TableName) -> str:
     definition = connection.catalog.get_table_definition(table)
     return ", ".join(escape_name(c.name.unescaped) for c in definition.columns)
-
-
-def _count(connection: Connection, table: TableName) -> int:
-    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))
 
 
 def _later_share(actions: Sequence[Action]) -> list[Action]:

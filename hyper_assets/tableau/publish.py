@@ -40,6 +40,8 @@ from typing import Any, Literal
 from filelock import FileLock, Timeout
 from tableauhyperapi import Connection, Nullability, TableName
 
+from hyper_assets._files import MEGABYTE, write_json
+from hyper_assets._sql import count_rows
 from hyper_assets.errors import (
     PayloadTooLargeError,
     PublishError,
@@ -48,11 +50,11 @@ from hyper_assets.errors import (
     TableauJobTimeoutError,
     TableauRequestError,
 )
-from hyper_assets.outbox import Change, Outbox, read_json, write_json
+from hyper_assets.outbox import Change, Outbox, read_json
 from hyper_assets.resource import HyperResource
 from hyper_assets.tableau.actions import parse_batch
 from hyper_assets.tableau.changes import net_steps
-from hyper_assets.tableau.client import MEGABYTE, Job, TableauClient
+from hyper_assets.tableau.client import Job, TableauClient
 from hyper_assets.tableau.payload import build_parts, pack, split_batch, write_batch
 from hyper_assets.tables import Catalog, table_label
 from hyper_assets.types import sql_name
@@ -260,7 +262,11 @@ class Publisher:
                 }
                 reason = full_reason or _shape_reason(changes, fingerprint, self._state())
                 rows = [
-                    {"table": table_label(t), "action": "publish", "rows": _count(connection, t)}
+                    {
+                        "table": table_label(t),
+                        "action": "publish",
+                        "rows": count_rows(connection, t),
+                    }
                     for t in (_tables(connection) if reason else [])
                 ]
             if not reason and not changes:
@@ -608,10 +614,6 @@ def _fingerprint(connection: Connection) -> dict[str, Any]:
             ),
         }
     return shapes
-
-
-def _count(connection: Connection, table: TableName) -> int:
-    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))
 
 
 def _size(path: Path | None) -> int:

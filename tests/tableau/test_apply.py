@@ -17,6 +17,7 @@ from tableauhyperapi import (
     TableName,
 )
 
+from hyper_assets.emulator.apply import apply_batch
 from hyper_assets.errors import ActionBatchError
 from hyper_assets.process import HyperSettings, SharedHyper
 from hyper_assets.tableau.actions import (
@@ -40,7 +41,6 @@ from hyper_assets.tableau.actions import (
     Update,
     Upsert,
 )
-from hyper_assets.tableau.apply import apply_batch
 
 Column = TableDefinition.Column
 KUNDEN = ("Extract", "Kunden_ü")

@@ -26,7 +26,7 @@ def test_jobs_after_a_hyperd_crash_run_on_a_new_hyperd(tmp_path: Path, hyper_fil
     with Emulator(tmp_path / "server", tokens={"ci": "s"}, hyper=own) as emulator:
         tableau = TableauServerResource(server_url=emulator.url, token_name="ci", token_secret="s")
         with tableau.client() as client:
-            project = client.project("default").id
+            project = client.project("Default").id
             source = client.publish_file(base, "Sales", project, overwrite=True)
             job = client.update_data(source.id, insert, request_id="one", payload=rows)
             client.wait_for_job(job.id)

@@ -27,6 +27,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
+from hyper_assets._sql import attach
 from hyper_assets.errors import ActionBatchError, ActionValidationError, TableNotFoundError
 from hyper_assets.tableau.actions import (
     Action,
@@ -75,23 +76,16 @@ def apply_batch(
         if path is not None and not Path(path).is_file():
             raise TableNotFoundError(f"{path} does not exist; publish or upload it first.")
     with Connection(endpoint) as connection:
-        _attach(connection, target_path, TARGET_DB, read_only=False)
+        attach(connection, target_path, TARGET_DB, read_only=False)
         target = _Catalog(connection, TARGET_DB, "target")
         payload = None
         if payload_path is not None:
-            _attach(connection, payload_path, PAYLOAD_DB, read_only=True)
+            attach(connection, payload_path, PAYLOAD_DB, read_only=True)
             payload = _Catalog(connection, PAYLOAD_DB, "payload")
         plans = [_plan_or_raise(i, action, target, payload) for i, action in enumerate(actions)]
         counts = _run(connection, actions, plans, on_progress)
         connection.catalog.detach_all_databases()
     return counts
-
-
-def _attach(connection: Connection, path: str | Path, alias: str, *, read_only: bool) -> None:
-    mode = " WITH (access_mode = readonly)" if read_only else ""
-    connection.execute_command(
-        f"ATTACH DATABASE {escape_name(str(Path(path).resolve()))} AS {escape_name(alias)}{mode}"
-    )
 
 
 def _run(

@@ -1,0 +1,40 @@
+"""SQL helpers every module that talks to Hyper shares: transactions, ATTACH, counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from tableauhyperapi import Connection, HyperException, TableName, escape_name
+
+
+@contextmanager
+def transaction(connection: Connection) -> Iterator[None]:
+    """BEGIN ... COMMIT, rolled back on any exception (a failed statement aborts it)."""
+    connection.execute_command("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        with suppress(HyperException):
+            connection.execute_command("ROLLBACK")
+        raise
+    connection.execute_command("COMMIT")
+
+
+def attach(
+    connection: Connection, path: str | Path, alias: str, *, read_only: bool = False
+) -> None:
+    """ATTACH the `.hyper` at `path` as `alias`; read-only when it must not change."""
+    mode = " WITH (access_mode = readonly)" if read_only else ""
+    connection.execute_command(
+        f"ATTACH DATABASE {escape_name(str(Path(path).resolve()))} AS {escape_name(alias)}{mode}"
+    )
+
+
+def detach(connection: Connection, alias: str) -> None:
+    connection.execute_command(f"DETACH DATABASE {escape_name(alias)}")
+
+
+def count_rows(connection: Connection, table: TableName) -> int:
+    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))
