@@ -32,7 +32,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -52,7 +52,7 @@ from hyper_assets.errors import (
 )
 from hyper_assets.outbox import Change, Outbox, read_json
 from hyper_assets.resource import HyperResource
-from hyper_assets.tableau.actions import parse_batch
+from hyper_assets.tableau.actions import Action, parse_batch
 from hyper_assets.tableau.changes import net_steps
 from hyper_assets.tableau.client import Job, TableauClient
 from hyper_assets.tableau.payload import build_parts, pack, split_batch, write_batch
@@ -70,7 +70,7 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 2 * 3600.0
 class Batch:
     """One update request: actions, the payload file they read, what it carries."""
 
-    actions: list[dict[str, Any]]
+    actions: list[Action]
     payload: str | None
     rows: list[dict[str, Any]]
     changes: list[str]
@@ -80,6 +80,14 @@ class Batch:
     done: bool = False
     units: list[int] = field(default_factory=list)  # actions per part, in order
     requested: bool = False  # sent in this attempt: maybe applied, so never cut
+
+    def to_json(self) -> dict[str, Any]:
+        """The batch as plan.json holds it: actions in the wire format Tableau reads."""
+        return {**vars(self), "actions": [a.to_json() for a in self.actions]}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Batch:
+        return cls(**{**body, "actions": parse_batch(body["actions"])})
 
 
 @dataclass
@@ -102,9 +110,12 @@ class Plan:
         text = "|".join([self.id, *batch.changes, str(index), str(batch.attempt)])
         return "hyper-assets-" + hashlib.sha256(text.encode()).hexdigest()[:40]
 
+    def to_json(self) -> dict[str, Any]:
+        return {**vars(self), "batches": [b.to_json() for b in self.batches]}
+
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Plan:
-        batches = [Batch(**b) for b in body.pop("batches")]
+        batches = [Batch.from_json(b) for b in body.pop("batches")]
         return cls(**{"target": {}, **body}, batches=batches)
 
 
@@ -239,7 +250,7 @@ class Publisher:
         return read_json(path, Plan.from_json, _FULL_WAY_OUT) if path.exists() else None
 
     def _save(self, plan: Plan) -> None:
-        write_json(self._plan_dir / "plan.json", asdict(plan))
+        write_json(self._plan_dir / "plan.json", plan.to_json())
 
     # --- making a plan -------------------------------------------------------------------------
 
@@ -330,7 +341,7 @@ class Publisher:
             sending = [p for p in group if p.actions()]
             if not sending:
                 continue
-            actions = [a.to_json() for part in sending for a in part.actions()]
+            actions = [a for part in sending for a in part.actions()]
             rows = [
                 {"table": table_label(p.step.table), "action": p.step.kind, "rows": p.rows}
                 for p in sending
@@ -401,7 +412,7 @@ class Publisher:
                     self._save(plan)
                     job = self.client.update_data(
                         state["datasource_id"],
-                        parse_batch({"actions": batch.actions}),
+                        batch.actions,
                         request_id=request_id,
                         payload=payload,
                         on_progress=self._upload_progress(batch.payload or ""),
@@ -443,8 +454,9 @@ class Publisher:
         """Replaces unsent batch `index` by smaller ones; False when it cannot be cut."""
         batch = plan.batches[index]
         payload = self._files(plan) / batch.payload if batch.payload else None
-        actions = parse_batch({"actions": batch.actions})
-        pieces = split_batch(self.hyper.shared.endpoint, payload, actions, batch.units, max_bytes)
+        pieces = split_batch(
+            self.hyper.shared.endpoint, payload, batch.actions, batch.units, max_bytes
+        )
         pieces = [p for p in pieces if p.actions]
         if len(pieces) <= 1:
             for piece in pieces:
@@ -460,7 +472,7 @@ class Publisher:
         )
         plan.batches[index : index + 1] = [
             Batch(
-                [a.to_json() for a in piece.actions],
+                list(piece.actions),
                 piece.path.name if piece.path else None,
                 [{**batch.rows[piece.unit], "rows": piece.rows}] if batch.rows else [],
                 batch.changes,
