@@ -10,6 +10,8 @@ Both read the `.hyper` file's path and Hyper settings from the `HyperIOManager` 
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -58,19 +60,89 @@ def _publish(
             max_payload_bytes=max_payload_bytes,
             logger=context.log,  # type: ignore[arg-type]
         )
-        return publish_metadata(publisher.publish(full=config.full))
+        result = publisher.publish(full=config.full)
+        where = Destination(tableau.server_url, tableau.site, client.site_url, project, datasource)
+    return publish_metadata(result, where, Path(io_manager.database).stat().st_size)
 
 
-def publish_metadata(result: PublishResult) -> dict[str, Any]:
-    """A publish's result as Dagster metadata."""
+@dataclass(frozen=True)
+class Destination:
+    """Where a publish went: the server, the site (its content URL and web page), the project."""
+
+    server_url: str
+    site: str
+    site_url: str
+    project: str
+    datasource: str
+
+
+#: The columns of the `sent` table: one row per table and action of a publish.
+SENT_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("table", "string", description="Table of the .hyper file."),
+        dg.TableColumn(
+            "action",
+            "string",
+            description="publish: the whole file; window: a partition's rows replaced; "
+            "insert, upsert, replace, delete: Tableau's update actions.",
+        ),
+        dg.TableColumn("rows", "int", description="Rows sent for this table and action."),
+        dg.TableColumn(
+            "bytes",
+            "int",
+            description="Bytes of the request that carried them (the whole file, or the one "
+            "update batch); empty when a publish took several batches.",
+        ),
+    ]
+)
+
+
+def _size(n: int) -> str:
+    """Bytes in the unit people read: 131072 -> "128.0 KiB"."""
+    units = ("B", "KiB", "MiB", "GiB")
+    value, index = float(n), 0
+    while value >= 1024 and index < len(units) - 1:
+        value, index = value / 1024, index + 1
+    return f"{n} B" if index == 0 else f"{value:.1f} {units[index]}"
+
+
+def publish_metadata(result: PublishResult, where: Destination, file_bytes: int) -> dict[str, Any]:
+    """A publish's result as Dagster metadata: what was sent, where, and how big against the file.
+
+    `datasource_url` is the data source's page in Tableau's web client, by its LUID.
+    """
+    one_request = result.batches <= 1 and result.kind != "none"
+    sent = [
+        dg.TableRecord(
+            {
+                "table": row["table"],
+                "action": row["action"],
+                "rows": row["rows"],
+                "bytes": result.payload_bytes if one_request else None,
+            }
+        )
+        for row in result.rows
+    ]
+    share = f" ({result.payload_bytes / file_bytes:.1%})" if file_bytes else ""
     return {
-        "datasource_id": result.datasource_id,
         "publish": result.kind,
         "reason": result.reason,
-        "job_ids": dg.MetadataValue.json(list(result.job_ids)),
-        "batches": result.batches,
+        "sent": dg.MetadataValue.table(sent, SENT_SCHEMA),
+        "rows_sent": sum(row["rows"] for row in result.rows),
+        "sent_vs_file": f"{_size(result.payload_bytes)} sent, the file is {_size(file_bytes)}"
+        + share,
         "payload_bytes": result.payload_bytes,
-        "rows": dg.MetadataValue.json(list(result.rows)),
+        "file_bytes": file_bytes,
+        "server": dg.MetadataValue.url(where.server_url),
+        "site": where.site or "(default site)",
+        "project": where.project,
+        "datasource": where.datasource,
+        "datasource_id": result.datasource_id,
+        "datasource_url": dg.MetadataValue.url(
+            f"{where.site_url}/datasources/{result.datasource_id}"
+        ),
+        "tableau_job_ids": ", ".join(result.job_ids) or "none (a whole-file publish has no job)",
+        "batches": result.batches,
         "changes_sent": result.changes,
         "seconds": result.seconds,
     }
@@ -84,6 +156,24 @@ def datasource_key(datasource: str) -> dg.AssetKey:
     sheets and dashboards it loads depend on the publish asset.
     """
     return dg.AssetKey([re.sub(r"[^A-Za-z0-9_]+", "_", datasource).lower()])
+
+
+def publish_condition(cron: str | None = None, timezone: str = "UTC") -> dg.AutomationCondition:
+    """When to publish under Dagster's automation: after its tables' runs, or on a cron.
+
+    Without `cron`: once any table it depends on was updated (any partition), as soon as
+    no table and no publish is still running, so a run of several tables publishes once.
+    With `cron`: once per tick of `cron` in `timezone`, when nothing is running, whether
+    or not a table changed (a publish with nothing to send sends nothing). Pass it as
+    `tableau_datasource_asset(automation_condition=...)` and start Dagster's automation
+    sensor (`default_automation_condition_sensor`).
+    """
+    idle = ~dg.AutomationCondition.any_deps_in_progress() & ~dg.AutomationCondition.in_progress()
+    if cron is None:
+        updated = dg.AutomationCondition.any_deps_updated().since_last_handled()
+        return (updated & idle).with_label("after its tables' runs")
+    tick = dg.AutomationCondition.cron_tick_passed(cron, timezone).since_last_handled()
+    return (tick & idle).with_label(f"on cron {cron} ({timezone})")
 
 
 def tableau_datasource_asset(
@@ -101,7 +191,8 @@ def tableau_datasource_asset(
     """An asset that publishes the `.hyper` file as data source `datasource` of `project`.
 
     Put the tables it publishes in `deps`, so the graph shows where the data source comes
-    from. The first run publishes the whole file; later runs send what changed.
+    from. The first run publishes the whole file; later runs send what changed. To publish
+    under Dagster's automation, pass `automation_condition=publish_condition()`.
     """
 
     @dg.asset(
