@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +21,10 @@ from dagster import (
 from helpers import query
 
 from demo.arrive import main as arrive_main
+from demo.checks import build_checks
 from demo.data import FACTS as FACT_TABLES
 from demo.data import arrive
-from demo.definitions import build_definitions
+from demo.definitions import build_definitions, flights_datasource
 from hyper_assets.tableau.assets import Destination
 
 DAYS = [dt.date(2013, 1, d) for d in (1, 2, 3)]
@@ -309,3 +311,10 @@ def test_the_publish_links_the_data_source_on_its_site() -> None:
     assert named.datasource_url("ab-12") == (
         "https://tableau.example.com/#/site/sales%20emea/datasources/ab-12"
     )
+
+
+def test_every_check_has_a_readable_step_and_a_description() -> None:
+    for checks in build_checks(flights_datasource):
+        assert not re.search(r"_[0-9a-f]{8}$", checks.node_def.name), checks.node_def.name
+        for spec in checks.check_specs:
+            assert spec.description, spec.key
