@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
             "DEMO_DATABASE": str((args.data / "flights.hyper").absolute()),
         }
         env.setdefault("TABLEAU_SERVER_URL", emulator.url)  # unless a real server is set
+        # `dagster dev` says it is superseded by `dg dev`, which needs a dg project
+        quiet = "ignore:Function `dev_command` is superseded"
+        env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS"), quiet]))
         print(f"Tableau emulator on {emulator.url}; Dagster UI on http://127.0.0.1:{args.port}")
         dagster = str(Path(sys.executable).with_name("dagster"))
         command = [dagster, "dev", "-w", str(ROOT / "workspace.yaml")]

@@ -29,8 +29,13 @@ def free_port() -> int:
 
 
 def run_demo(data: Path, emulator_port: int) -> Path:
-    """`python -m demo --data DATA`; its terminal output goes to DATA/demo.out."""
+    """`python -m demo --data DATA`; its terminal output goes to DATA/demo.out.
+
+    The emulator's port goes to DATA/emulator_port: `demo_ui` serves the emulator there
+    again, as `make demo` and `make ui` share 8765 (the publish state names the server).
+    """
     data.mkdir(parents=True)
+    (data / "emulator_port").write_text(str(emulator_port))
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     command = [sys.executable, "-m", "demo", "--data", str(data), "--port", str(emulator_port)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -128,17 +133,9 @@ def demo_ui(data: Path, tmp_path: Path, env: dict[str, str] | None = None) -> It
     Stopped as Ctrl-C would (SIGINT; demo.ui stops dagster dev), then SIGKILL to the group.
     """
     port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "demo.ui",
-        "--data",
-        str(data),
-        "--port",
-        str(port),
-        "--emulator-port",
-        str(free_port()),
-    ]
+    emulator_port = int((data / "emulator_port").read_text())
+    command = [sys.executable, "-m", "demo.ui", "--data", str(data), "--port", str(port)]
+    command += ["--emulator-port", str(emulator_port)]
     log = tmp_path / "demo-ui.log"
     full_env = {
         **os.environ,
