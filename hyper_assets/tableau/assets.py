@@ -10,7 +10,10 @@ Both read the `.hyper` file's path and Hyper settings from the `HyperIOManager` 
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
 from pydantic import Field
@@ -59,19 +62,91 @@ def _publish(
             max_payload_bytes=max_payload_bytes,
             logger=context.log,  # type: ignore[arg-type]
         )
-        return publish_metadata(publisher.publish(full=config.full))
+        result = publisher.publish(full=config.full)
+        where = Destination(tableau.server_url, tableau.site, project, datasource)
+    return publish_metadata(result, where, Path(io_manager.database).stat().st_size)
 
 
-def publish_metadata(result: PublishResult) -> dict[str, Any]:
-    """A publish's result as Dagster metadata."""
+@dataclass(frozen=True)
+class Destination:
+    """Where a publish went: the server, the site's content URL, the project, the name."""
+
+    server_url: str
+    site: str
+    project: str
+    datasource: str
+
+    def datasource_url(self, datasource_id: str) -> str:
+        """The data source's page in Tableau's web client ("" site: no /site/ segment)."""
+        site = f"/site/{quote(self.site, safe='')}" if self.site else ""
+        return f"{self.server_url.rstrip('/')}/#{site}/datasources/{quote(datasource_id)}"
+
+
+#: The columns of the `sent` table: one row per table and action of a publish.
+SENT_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("table", "string", description="Table of the .hyper file."),
+        dg.TableColumn(
+            "action",
+            "string",
+            description="publish: the whole file; window: a partition's rows replaced; "
+            "insert, upsert, replace, delete: Tableau's update actions.",
+        ),
+        dg.TableColumn("rows", "int", description="Rows sent for this table and action."),
+        dg.TableColumn(
+            "bytes",
+            "int",
+            description="Bytes of the request that carried them (the whole file, or the one "
+            "update batch); empty when a publish took several batches.",
+        ),
+    ]
+)
+
+
+def _size(n: int) -> str:
+    """Bytes in the unit people read: 131072 -> "128.0 KiB"."""
+    units = ("B", "KiB", "MiB", "GiB")
+    value, index = float(n), 0
+    while value >= 1024 and index < len(units) - 1:
+        value, index = value / 1024, index + 1
+    return f"{n} B" if index == 0 else f"{value:.1f} {units[index]}"
+
+
+def publish_metadata(result: PublishResult, where: Destination, file_bytes: int) -> dict[str, Any]:
+    """A publish's result as Dagster metadata: what was sent, where, and how big against the file.
+
+    `datasource_url` is the data source's page in Tableau's web client, by its LUID.
+    """
+    one_request = result.batches <= 1 and result.kind != "none"
+    sent = [
+        dg.TableRecord(
+            {
+                "table": row["table"],
+                "action": row["action"],
+                "rows": row["rows"],
+                "bytes": result.payload_bytes if one_request else None,
+            }
+        )
+        for row in result.rows
+    ]
+    share = f" ({result.payload_bytes / file_bytes:.1%})" if file_bytes else ""
     return {
-        "datasource_id": result.datasource_id,
         "publish": result.kind,
         "reason": result.reason,
-        "job_ids": dg.MetadataValue.json(list(result.job_ids)),
-        "batches": result.batches,
+        "sent": dg.MetadataValue.table(sent, SENT_SCHEMA),
+        "rows_sent": sum(row["rows"] for row in result.rows),
+        "sent_vs_file": f"{_size(result.payload_bytes)} sent, the file is {_size(file_bytes)}"
+        + share,
         "payload_bytes": result.payload_bytes,
-        "rows": dg.MetadataValue.json(list(result.rows)),
+        "file_bytes": file_bytes,
+        "server": dg.MetadataValue.url(where.server_url),
+        "site": where.site or "(default site)",
+        "project": where.project,
+        "datasource": where.datasource,
+        "datasource_id": result.datasource_id,
+        "datasource_url": dg.MetadataValue.url(where.datasource_url(result.datasource_id)),
+        "tableau_job_ids": ", ".join(result.job_ids) or "none (a whole-file publish has no job)",
+        "batches": result.batches,
         "changes_sent": result.changes,
         "seconds": result.seconds,
     }
@@ -141,6 +216,24 @@ def _stored_lineage(
     return _lineage(columns)
 
 
+def publish_condition(cron: str | None = None, timezone: str = "UTC") -> dg.AutomationCondition:
+    """When to publish under Dagster's automation: after its tables' runs, or on a cron.
+
+    Without `cron`: once any table it depends on was updated (any partition), as soon as
+    no table and no publish is still running, so a run of several tables publishes once.
+    With `cron`: once per tick of `cron` in `timezone`, when nothing is running, whether
+    or not a table changed (a publish with nothing to send sends nothing). Pass it as
+    `tableau_datasource_asset(automation_condition=...)` and start Dagster's automation
+    sensor (`default_automation_condition_sensor`).
+    """
+    idle = ~dg.AutomationCondition.any_deps_in_progress() & ~dg.AutomationCondition.in_progress()
+    if cron is None:
+        updated = dg.AutomationCondition.any_deps_updated().since_last_handled()
+        return (updated & idle).with_label("after its tables' runs")
+    tick = dg.AutomationCondition.cron_tick_passed(cron, timezone).since_last_handled()
+    return (tick & idle).with_label(f"on cron {cron} ({timezone})")
+
+
 def tableau_datasource_asset(
     *,
     datasource: str,
@@ -159,7 +252,8 @@ def tableau_datasource_asset(
     from. The first run publishes the whole file; later runs send what changed. Its
     `dagster/column_lineage` maps each column `table.column` to the table asset's column:
     at definition time for the deps that declare a `dagster/column_schema`, and after each
-    publish for every table in the file.
+    publish for every table in the file. To publish under Dagster's automation, pass
+    `automation_condition=publish_condition()`.
     """
     tables = _dep_metadata(deps)
 

@@ -1,0 +1,180 @@
+"""Running the demo as a user does: `python -m demo`, then `python -m demo.ui` (`dagster dev`
+with its daemon, and the emulator), driven through Dagster's GraphQL API."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_demo(data: Path, emulator_port: int) -> Path:
+    """`python -m demo --data DATA`; its terminal output goes to DATA/demo.out.
+
+    The emulator's port goes to DATA/emulator_port: `demo_ui` serves the emulator there
+    again, as `make demo` and `make ui` share 8765 (the publish state names the server).
+    """
+    data.mkdir(parents=True)
+    (data / "emulator_port").write_text(str(emulator_port))
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    command = [sys.executable, "-m", "demo", "--data", str(data), "--port", str(emulator_port)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    (data / "demo.out").write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, f"the demo failed:\n{done.stdout}\n{done.stderr}"
+    return data
+
+
+@dataclass(frozen=True)
+class DagsterUI:
+    """A running `python -m demo.ui`: the UI's URL and its code location."""
+
+    url: str
+    log: Path
+
+    def graphql(self, query: str, **variables: Any) -> dict[str, Any]:
+        reply = httpx.post(
+            f"{self.url}/graphql", json={"query": query, "variables": variables}, timeout=60
+        )
+        reply.raise_for_status()
+        body = reply.json()
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+    @property
+    def repository(self) -> dict[str, str]:
+        """The selector fields of the demo's repository."""
+        data = self.graphql(
+            "{ repositoriesOrError { ... on RepositoryConnection "
+            "{ nodes { name location { name } } } } }"
+        )
+        (node,) = data["repositoriesOrError"]["nodes"]
+        return {"repositoryName": node["name"], "repositoryLocationName": node["location"]["name"]}
+
+    def start_sensor(self, name: str) -> None:
+        data = self.graphql(
+            "mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) "
+            "{ __typename ... on Sensor { sensorState { status } } "
+            "... on PythonError { message } } }",
+            s={**self.repository, "sensorName": name},
+        )
+        assert data["startSensor"]["__typename"] == "Sensor", data
+        assert data["startSensor"]["sensorState"]["status"] == "RUNNING", data
+
+    def start_schedule(self, name: str) -> None:
+        data = self.graphql(
+            "mutation($s: ScheduleSelector!) { startSchedule(scheduleSelector: $s) "
+            "{ __typename ... on ScheduleStateResult { scheduleState { status } } "
+            "... on PythonError { message } } }",
+            s={**self.repository, "scheduleName": name},
+        )
+        assert data["startSchedule"]["__typename"] == "ScheduleStateResult", data
+
+    def sensor_ticks(self, name: str) -> list[dict[str, Any]]:
+        """The sensor's ticks, newest first: status, skip reason, run ids."""
+        data = self.graphql(
+            "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor "
+            "{ sensorState { ticks(limit: 10) { status skipReason runIds "
+            "error { message } } } } } }",
+            s={**self.repository, "sensorName": name},
+        )
+        return data["sensorOrError"]["sensorState"]["ticks"]
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The instance's runs, newest first: id, job, status and tags."""
+        data = self.graphql(
+            "{ runsOrError(limit: 100) { ... on Runs { results "
+            "{ runId jobName status tags { key value } } } } }"
+        )
+        return [
+            {**r, "tags": {t["key"]: t["value"] for t in r["tags"]}}
+            for r in data["runsOrError"]["results"]
+        ]
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path) -> T:
+    """Polls `probe` every 2 s until it returns something; fails with `log` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"{what}: not within {timeout:.0f} s. dagster dev's log ({log}):\n"
+                + log.read_text()[-6000:]
+            )
+        time.sleep(2)
+
+
+@contextmanager
+def demo_ui(data: Path, tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[DagsterUI]:
+    """`python -m demo.ui --data DATA` on free ports, in its own process group.
+
+    Stopped as Ctrl-C would (SIGINT; demo.ui stops dagster dev), then SIGKILL to the group.
+    """
+    port = free_port()
+    emulator_port = int((data / "emulator_port").read_text())
+    command = [sys.executable, "-m", "demo.ui", "--data", str(data), "--port", str(port)]
+    command += ["--emulator-port", str(emulator_port)]
+    log = tmp_path / "demo-ui.log"
+    full_env = {
+        **os.environ,
+        "SPARK_MASTER": "local[1]",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        **(env or {}),
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    ui = DagsterUI(f"http://127.0.0.1:{port}", log)
+    try:
+        wait_for(
+            "dagster dev answers", lambda: process.poll() is None and _answers(ui.url), 120, log
+        )
+        yield ui
+    finally:
+        stop_group(process, grace=20)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/server_info", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def stop_group(process: subprocess.Popen, grace: float = 5) -> None:
+    """SIGINT to the process group, then SIGKILL to whatever is left of it."""
+    for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=wait)
