@@ -17,6 +17,7 @@ import sys
 import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -113,6 +114,18 @@ class Project:
         assert defs_yaml.read_text().startswith("type: hyper_assets.HyperExtractComponent")
         defs_yaml.write_text(textwrap.dedent(text))
 
+    def python_json(self, script: str) -> Any:
+        """What `script`, run by Python in the project, prints as JSON on its last line."""
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
     def definitions_metadata(self) -> dict[str, dict[str, object]]:
         """Each asset's definition metadata, as the code location loads it (JSON-able)."""
         script = textwrap.dedent(f"""
@@ -144,15 +157,7 @@ class Project:
                 for key in graph.get_all_asset_keys() if graph.get(key).is_materializable
             }}))
         """)
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=self.root,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return json.loads(done.stdout.splitlines()[-1])
+        return self.python_json(script)
 
     def materialization_lineage(self, key: str) -> dict[str, list[str]]:
         """The `dagster/column_lineage` of `key`'s latest materialisation."""
@@ -167,15 +172,7 @@ class Project:
                 for column, deps in lineage.deps_by_column.items()
             }}))
         """)
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=self.root,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return json.loads(done.stdout.splitlines()[-1])
+        return self.python_json(script)
 
     def check_results(self) -> dict[str, bool]:
         """`asset:check` -> passed, for the latest evaluation of every check."""
@@ -193,15 +190,7 @@ class Project:
                 out[key] = evaluation.passed
             print(json.dumps(out))
         """)
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=self.root,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return json.loads(done.stdout.splitlines()[-1])
+        return self.python_json(script)
 
 
 def _write_sources(root: Path, orders: Mapping[str, list[tuple[int, int, int, int]]]) -> None:
