@@ -27,14 +27,15 @@ from tableauhyperapi import Connection, TableName, escape_name
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.outbox import Outbox
-from hyper_assets.partitions import partition_window
+from hyper_assets.partitions import partition_counts
 from hyper_assets.spec import TableSpec
 from hyper_assets.tables import Catalog, table_label
 
 #: How many offending values a failed check shows.
 SAMPLE_SIZE = 5
-#: Materialisation metadata holding the rows a run wrote (one partition, a range, a table).
-_ROW_COUNT_KEYS = ("dagster/partition_row_count", "range_row_count", "dagster/row_count")
+#: Materialisation metadata holding the rows a run wrote: a backfilled range first (each of
+#: its partitions also carries its own count), then one partition, then a whole table.
+_ROW_COUNT_KEYS = ("range_row_count", "dagster/partition_row_count", "dagster/row_count")
 
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
 
@@ -317,22 +318,6 @@ def _run(records: list[dg.EventLogRecord]) -> _Run:
     return _Run(records[0].run_id, partitions, rows if isinstance(rows, int) else None)
 
 
-def _partition_counts(
-    stored: _Stored, partitions: dg.PartitionsDefinition, keys: Sequence[str]
-) -> dict[str, int]:
-    """Stored rows of each partition of `keys`, 200 partitions counted per scan."""
-    columns = Catalog(stored.connection).columns(stored.table)
-    expr = stored.spec.partition_expr
-    counts: dict[str, int] = {}
-    for start in range(0, len(keys), 200):
-        chunk = keys[start : start + 200]
-        windows = (partition_window(partitions, [k], expr, columns, stored.label) for k in chunk)
-        filters = ", ".join(f"COUNT(*) FILTER (WHERE {w.sql})" for w in windows)
-        row = stored.rows(f"SELECT {filters} FROM {stored.table}")[0]
-        counts.update(zip(chunk, row, strict=True))
-    return counts
-
-
 def row_count_check(
     asset: dg.AssetsDefinition,
     *,
@@ -373,7 +358,15 @@ def row_count_check(
                 counts = {stored.label: stored.rows(f"SELECT COUNT(*) FROM {stored.table}")[0][0]}
             else:
                 keys = [k for k in latest.partitions if k is not None]
-                counts = _partition_counts(stored, asset.partitions_def, keys)
+                counts = partition_counts(
+                    stored.connection,
+                    stored.table,
+                    asset.partitions_def,
+                    keys,
+                    stored.spec.partition_expr,
+                    Catalog(stored.connection).columns(stored.table),
+                    stored.label,
+                )
         expect_rows = previous is None or previous > 0
         empty = [k for k, n in counts.items() if n == 0 and expect_rows]
         low = [

@@ -8,8 +8,9 @@ Parquet file); the Hyper side is the ingest engine's.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from hyper_assets._sql import transaction
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
-from hyper_assets.partitions import Window, partition_window
+from hyper_assets.partitions import Window, partition_counts, partition_window
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
 from hyper_assets.spec import TableSpec, WriteMode, input_columns
@@ -158,12 +159,15 @@ class HyperIOManager(ConfigurableIOManager):
                 files = stage_arrow(obj, directory, self.staging_compression)
                 transfer = {}
             staged = time.perf_counter()
-            result, table_rows = self._write(write, files)
+            result, table_rows, partition_rows = self._write(
+                write, files, _range_counter(context, spec, columns)
+            )
         for note in result.notes:
             context.log.warning(note)
         counts = {"dagster/row_count": table_rows}
         if context.has_asset_partitions:
             counts[_partition_count_key(context)] = result.row_count
+        _report_partition_rows(context, partition_rows)
         context.add_output_metadata(
             self._metadata(write, (context.definition_metadata or {}).get("dagster/column_schema"))
             | counts
@@ -176,12 +180,16 @@ class HyperIOManager(ConfigurableIOManager):
             | transfer
         )
 
-    def _write(self, write: Write, files: list[Path]) -> tuple[WriteResult, int]:
-        """The write's result, and the rows of the whole table after it."""
+    def _write(
+        self, write: Write, files: list[Path], count_partitions: _PartitionCounter | None
+    ) -> tuple[WriteResult, int, dict[str, int]]:
+        """The write's result, the rows of the whole table after it, and of each partition
+        of a backfilled range (counted under the same lock: what this write left)."""
         with self.hyper.lock(self.database), self._recorded(write, files) as connection:
             result = write_table(connection, write, files)
             rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {write.table}")
-            return result, int(rows)
+            partition_rows = count_partitions(connection) if count_partitions else {}
+            return result, int(rows), partition_rows
 
     @contextmanager
     def _recorded(self, write: Write, files: list[Path]) -> Iterator[Connection]:
@@ -278,6 +286,42 @@ class HyperIOManager(ConfigurableIOManager):
         if as_arrow:
             return pq.read_table(path)
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
+
+
+_PartitionCounter = Callable[[Connection], dict[str, int]]
+
+
+def _range_counter(
+    context: OutputContext, spec: TableSpec, columns: list[Column]
+) -> _PartitionCounter | None:
+    """Counts each partition of a backfilled range; None for one partition or none."""
+    if not context.has_asset_partitions or len(context.asset_partition_keys) == 1:
+        return None
+    return partial(
+        partition_counts,
+        table=spec.table,
+        definition=context.asset_partitions_def,
+        keys=context.asset_partition_keys,
+        partition_expr=spec.partition_expr,
+        columns=columns,
+        asset=spec.label,
+    )
+
+
+def _report_partition_rows(context: OutputContext, counts: Mapping[str, int]) -> None:
+    """Each backfilled partition's own row count, on that partition's materialisation.
+
+    Dagster takes metadata for one partition of a ranged run only through the step's
+    `add_asset_metadata(partition_key=...)`, public on the asset's context; an IO manager
+    reaches the same step as `OutputContext.step_context`, which Dagster does not mark
+    public. Hence dagster is pinned to 1.13.x, and both ends of that range are tested.
+    """
+    for key, rows in counts.items():
+        context.step_context.add_asset_metadata(
+            {"dagster/partition_row_count": rows},
+            asset_key=context.asset_key,
+            partition_key=key,
+        )
 
 
 def _partition_count_key(context: OutputContext) -> str:

