@@ -24,6 +24,8 @@ from dagster import (
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
+from demo.assets import flights, weather
+from demo.definitions import build_definitions
 from hyper_assets import ConfigurationError
 from hyper_assets.sensors import LANDING_FILE_TAG, landing_sensor
 
@@ -305,3 +307,23 @@ def unpartitioned() -> None:
 def test_bad_arguments_fail_when_defined(tmp_path, kwargs, message):
     with pytest.raises(ConfigurationError, match=message):
         make_sensor(tmp_path, **kwargs)
+
+
+def test_the_demo_serves_each_landing_sensor_with_its_job(tmp_path):
+    """The names README, demo/__main__.py and tests/test_daemon.py use; no job defined twice."""
+    defs = build_definitions(landing=str(tmp_path), database=str(tmp_path / "flights.hyper"))
+    for fact in (flights, weather):
+        job = defs.resolve_job_def(f"{fact.key.path[-1]}_job")
+        assert job.partitions_def == fact.partitions_def
+        sensor = defs.resolve_sensor_def(f"{job.name}_landing_sensor")
+        assert sensor.job.name == job.name
+    assert sorted(job.name for job in defs.resolve_all_job_defs()) == [
+        "__ASSET_JOB",
+        "daily_facts_job",
+        "dimensions_job",
+        "fact_checks_job",
+        "flights_job",
+        "publish_job",
+        "publish_lag_job",
+        "weather_job",
+    ]
