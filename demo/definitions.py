@@ -62,18 +62,17 @@ def build_definitions(
     # leave 363 "Skipped" entries in each check's history. Checked once per run instead.
     facts = AssetSelection.groups("facts")
     facts_job = define_asset_job("daily_facts_job", facts.without_checks())
-    fact_jobs = {
-        f.key.path[-1]: define_asset_job(
-            f"{f.key.path[-1]}_job", AssetSelection.assets(f).without_checks()
-        )
-        for f in FACTS
-    }
     fact_checks_job = define_asset_job("fact_checks_job", AssetSelection.checks_for_assets(*FACTS))
-    sensors = [
+    # One sensor per fact, each with its job (`flights_job`, ...), which likewise writes
+    # without checks and reaches Definitions through its sensor.
+    landing_sensors = [
         landing_sensor(
-            job=job, directory=landing, pattern=f"{name}_*.parquet", partition_key=DAY_IN_NAME
+            assets=fact,
+            directory=landing,
+            pattern=f"{fact.key.path[-1]}_*.parquet",
+            partition_key=DAY_IN_NAME,
         )
-        for name, job in fact_jobs.items()
+        for fact in FACTS
     ]
     publish_job = define_asset_job("publish_job", [flights_datasource])
     # The published copy's lag, checked between publishes (right after one it is 0).
@@ -83,7 +82,7 @@ def build_definitions(
 
     @run_status_sensor(
         run_status=DagsterRunStatus.SUCCESS,
-        monitored_jobs=[facts_job, *fact_jobs.values()],
+        monitored_jobs=[facts_job, *(s.job for s in landing_sensors)],
         request_jobs=[fact_checks_job, publish_job],
     )
     def after_facts(context: RunStatusSensorContext) -> list[RunRequest]:
@@ -110,7 +109,6 @@ def build_definitions(
         jobs=[
             dimensions_job,
             facts_job,
-            *fact_jobs.values(),
             fact_checks_job,
             publish_job,
             publish_lag_job,
@@ -120,7 +118,7 @@ def build_definitions(
             ScheduleDefinition(job=publish_lag_job, cron_schedule=lag_cron),
         ],
         sensors=[
-            *sensors,
+            *landing_sensors,
             after_facts,
             build_sensor_for_freshness_checks(freshness_checks=FRESHNESS_CHECKS),
         ],

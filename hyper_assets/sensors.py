@@ -10,9 +10,12 @@ present (about 50 bytes each), so archiving processed files keeps it small.
 The run key is `name:mtime_ns:size`. A rewritten file (new mtime or size) is a new
 arrival and runs its partition again; an unchanged file never runs twice, even after a
 cursor reset (Dagster skips run keys it has launched). A new file whose partition every
-asset of the job already holds from a run started after the file's mtime (a backfill) is
-recorded without a run. Land files atomically: write to a name the pattern does not
+asset of the sensor already holds from a run started after the file's mtime (a backfill)
+is recorded without a run. Land files atomically: write to a name the pattern does not
 match, then rename, or a half-written file may start a run.
+
+The sensor builds its job from the assets it is given (Dagster has no public way to ask a
+job for its assets): `sensor.job`, which `Definitions(sensors=[...])` includes.
 """
 
 from __future__ import annotations
@@ -21,32 +24,28 @@ import fnmatch
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
+    AssetsDefinition,
+    AssetSelection,
     DagsterInstance,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
-    JobDefinition,
     PartitionsDefinition,
     RunRequest,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
+    define_asset_job,
     sensor,
 )
 
 from hyper_assets.errors import ConfigurationError
-
-if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
-    from dagster._core.definitions.unresolved_asset_job_definition import (
-        UnresolvedAssetJobDefinition,
-    )
 
 LANDING_FILE_TAG = "hyper_assets/landing_file"
 _CURSOR_VERSION = 1
@@ -57,23 +56,33 @@ Version = tuple[int, int]
 
 def landing_sensor(
     *,
-    job: JobDefinition | UnresolvedAssetJobDefinition,
+    assets: AssetsDefinition | Sequence[AssetsDefinition],
     directory: str | os.PathLike[str],
     pattern: str,
     partition_key: str | Callable[[str], str | None],
+    job_name: str | None = None,
     name: str | None = None,
     minimum_interval_seconds: int = 30,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
 ) -> SensorDefinition:
-    """A sensor requesting one run of `job` per new file in `directory` matching `pattern`.
+    """A sensor requesting one run of `assets` per new file in `directory` matching `pattern`.
+
+    The run is of the sensor's job, `sensor.job`: it materialises exactly `assets`, without
+    their checks (a partitioned backfill of the job would plan each check once per
+    partition; run them once per run instead, e.g. from a run status sensor). It is named
+    `job_name`, by default after the asset keys (`flights_job`). The assets must share one
+    partitions definition.
 
     `pattern` is a file-name glob (`"flights_*.parquet"`, not recursive). `partition_key`
     maps a file name to its partition: a regex searched in the name whose first group
     (or whole match) is the key, or a callable returning the key or None. A file whose
-    key is not (yet) a partition of the job waits, named in the tick's log, and runs once
-    its partition exists (a daily partition once the day is over, a dynamic one once
+    key is not (yet) a partition of the assets waits, named in the tick's log, and runs
+    once its partition exists (a daily partition once the day is over, a dynamic one once
     added to the instance).
     """
+    assets_defs = [assets] if isinstance(assets, AssetsDefinition | str) else list(assets)
+    partitions_def = _shared_partitions(assets_defs)
+    asset_keys = frozenset(key for assets_def in assets_defs for key in assets_def.keys)
     key_of = _key_function(partition_key)
     if not pattern or "/" in pattern or os.sep in pattern:
         raise ConfigurationError(
@@ -81,6 +90,10 @@ def landing_sensor(
             "'flights_*.parquet'; put the folder in directory=."
         )
     root = Path(directory)
+    job = define_asset_job(
+        job_name or "_".join(sorted("__".join(key.path) for key in asset_keys)) + "_job",
+        selection=AssetSelection.assets(*assets_defs).without_checks(),
+    )
     sensor_name = name or f"{job.name}_landing_sensor"
 
     @sensor(
@@ -93,9 +106,6 @@ def landing_sensor(
     def _landing(context: SensorEvaluationContext) -> SensorResult:
         seen = _read_cursor(context.cursor, sensor_name)
         present = _scan(root, pattern, sensor_name)
-        target = _resolve(job, context)
-        partitions_def = target.partitions_def if target else job.partitions_def
-        asset_keys = target.asset_layer.selected_asset_keys if target else set()
         requests: list[RunRequest] = []
         waiting: list[str] = []
         loaded: list[str] = []
@@ -150,26 +160,43 @@ def _key_function(partition_key: str | Callable[[str], str | None]) -> Callable[
     return from_name
 
 
-def _resolve(
-    job: JobDefinition | UnresolvedAssetJobDefinition, context: SensorEvaluationContext
-) -> JobDefinition | None:
-    """The job with its assets and partitions, which an asset job gets from its repository."""
-    if isinstance(job, JobDefinition):
-        return job
-    if context.repository_def is None:
-        return None
-    return context.repository_def.get_job(job.name)
+def _shared_partitions(assets_defs: Sequence[AssetsDefinition]) -> PartitionsDefinition:
+    """The one partitions definition of `assets_defs`: a file gives one partition of them all."""
+    if not assets_defs:
+        raise ConfigurationError("landing_sensor needs assets to run: pass assets=[...].")
+    by_def: dict[PartitionsDefinition, list[str]] = {}
+    for assets_def in assets_defs:
+        if not isinstance(assets_def, AssetsDefinition) or not assets_def.keys:
+            raise ConfigurationError(
+                "landing_sensor assets= takes the assets themselves (what @asset returns), "
+                f"whose keys and partitions it reads, not {assets_def!r}."
+            )
+        labels = sorted("/".join(key.path) for key in assets_def.keys)
+        if (partitions_def := assets_def.partitions_def) is None:
+            raise ConfigurationError(
+                f"landing_sensor runs one partition per file, but {', '.join(labels)} has no "
+                "partitions: give it a partitions_def (e.g. DailyPartitionsDefinition), or "
+                "run it from a sensor of its own."
+            )
+        by_def.setdefault(partitions_def, []).extend(labels)
+    if len(by_def) > 1:
+        each = "; ".join(f"{', '.join(labels)}: {pdef!r}" for pdef, labels in by_def.items())
+        raise ConfigurationError(
+            "landing_sensor runs one partition per file, so its assets must share one "
+            f"partitions definition, but {each}. Give them the same partitions_def, or "
+            "give each its own landing_sensor."
+        )
+    (partitions_def,) = by_def
+    return partitions_def
 
 
 def _loaded_since(
     instance: DagsterInstance, asset_keys: AbstractSet[AssetKey], key: str, mtime_ns: int
 ) -> bool:
-    """Whether every asset of the job has partition `key` from a run started after `mtime_ns`.
+    """Whether every asset has partition `key` from a run started after `mtime_ns`.
 
     So a backfill that ran after files landed is not repeated when the sensor starts.
     """
-    if not asset_keys:
-        return False
     for asset_key in asset_keys:
         latest = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=asset_key, asset_partitions=[key]), limit=1
@@ -181,11 +208,9 @@ def _loaded_since(
 
 
 def _is_partition(
-    partitions_def: PartitionsDefinition | None, key: str, instance: DagsterInstance
+    partitions_def: PartitionsDefinition, key: str, instance: DagsterInstance
 ) -> bool:
-    """Whether `key` is a partition now; without a definition Dagster checks at launch."""
-    if partitions_def is None:
-        return True
+    """Whether `key` is a partition now (a dynamic one: added to the instance)."""
     if isinstance(partitions_def, DynamicPartitionsDefinition) and partitions_def.name:
         return instance.has_dynamic_partition(partitions_def.name, key)
     return partitions_def.has_partition_key(key)

@@ -9,18 +9,23 @@ from pathlib import Path
 
 import pytest
 from dagster import (
+    AssetCheckResult,
+    AssetKey,
+    AssetRecordsFilter,
     DagsterInstance,
     DailyPartitionsDefinition,
     Definitions,
     DynamicPartitionsDefinition,
     SensorDefinition,
     asset,
+    asset_check,
     build_sensor_context,
-    define_asset_job,
     materialize,
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
+from demo.assets import flights, weather
+from demo.definitions import build_definitions
 from hyper_assets import ConfigurationError
 from hyper_assets.sensors import LANDING_FILE_TAG, landing_sensor
 
@@ -31,10 +36,23 @@ T0 = 1_700_000_000_123_456_789  # an mtime in ns, with sub-second digits
 
 @asset(partitions_def=DAYS)
 def daily() -> None:
-    """The asset the sensor's job runs; never executed here."""
+    """The asset the sensor's job runs."""
 
 
-JOB = define_asset_job("daily_job", selection=[daily])
+@asset(partitions_def=DailyPartitionsDefinition(start_date="2013-01-01", end_date="2014-01-01"))
+def also_daily() -> None:
+    """A second asset on equal days: one file gives a partition of both."""
+
+
+@asset(partitions_def=DAYS)
+def not_landed() -> None:
+    """An asset no landing sensor is given."""
+
+
+@asset_check(asset=daily)
+def daily_check() -> AssetCheckResult:
+    """A check the landing runs leave to a run of their own."""
+    return AssetCheckResult(passed=True)
 
 
 @pytest.fixture
@@ -51,12 +69,12 @@ def land(directory: Path, name: str, content: bytes = b"x", mtime_ns: int = T0) 
 
 
 def make_sensor(directory: Path, **kwargs) -> SensorDefinition:
-    options = {"pattern": "flights_*.parquet", "partition_key": DAY_REGEX} | kwargs
-    return landing_sensor(job=JOB, directory=directory, **options)
+    options = {"assets": daily, "pattern": "flights_*.parquet", "partition_key": DAY_REGEX}
+    return landing_sensor(directory=directory, **options | kwargs)
 
 
 def tick(sensor: SensorDefinition, instance: DagsterInstance, cursor: str | None):
-    defs = Definitions(assets=[daily], jobs=[JOB], sensors=[sensor])
+    defs = Definitions(assets=[daily, also_daily], sensors=[sensor])
     context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
     return sensor.evaluate_tick(context)
 
@@ -155,6 +173,41 @@ def test_days_a_backfill_loaded_after_they_landed_do_not_run_again(tmp_path, ins
     ]
 
 
+def test_a_day_only_some_of_the_assets_hold_runs_for_all_of_them(tmp_path, instance):
+    assert materialize([daily], partition_key="2013-01-01", instance=instance).success
+    land(tmp_path, "flights_2013-01-01.parquet")
+    sensor = make_sensor(tmp_path, assets=[daily, also_daily])
+    assert requested(tick(sensor, instance, None)) == [
+        ("2013-01-01", f"flights_2013-01-01.parquet:{T0}:1")
+    ]
+    assert materialize([also_daily], partition_key="2013-01-01", instance=instance).success
+    assert tick(sensor, instance, None).run_requests == []  # both hold it now
+
+
+def test_the_sensors_job_materialises_exactly_its_assets_without_checks(tmp_path, instance):
+    sensor = make_sensor(tmp_path, assets=[daily, also_daily])
+    assert sensor.job.name == "also_daily_daily_job"
+    assert sensor.name == "also_daily_daily_job_landing_sensor"
+    defs = Definitions(  # no jobs=: the sensor brings its job
+        assets=[daily, also_daily, not_landed], asset_checks=[daily_check], sensors=[sensor]
+    )
+    result = defs.resolve_job_def(sensor.job.name).execute_in_process(
+        partition_key="2013-01-02", instance=instance
+    )
+    assert result.success
+    assert result.get_asset_check_evaluations() == []
+    held = {
+        key.path[-1]: [
+            r.partition_key
+            for r in instance.fetch_materializations(AssetRecordsFilter(asset_key=key), 10).records
+        ]
+        for key in (daily.key, also_daily.key, not_landed.key)
+    }
+    assert held == {"daily": ["2013-01-02"], "also_daily": ["2013-01-02"], "not_landed": []}
+    named = make_sensor(tmp_path, job_name="land_days", name="days")
+    assert (named.job.name, named.name) == ("land_days", "days")
+
+
 def test_files_without_a_partition_wait_and_are_named(tmp_path, instance):
     land(tmp_path, "flights_2014-01-01.parquet")  # after the last partition
     land(tmp_path, "flights_latest.parquet")  # no date in the name
@@ -190,14 +243,14 @@ def test_dynamic_partitions_must_exist_in_the_instance(tmp_path, instance):
     def sales() -> None:
         """Never executed here."""
 
-    job = define_asset_job("sales_job", selection=[sales])
     sensor = landing_sensor(
-        job=job, directory=tmp_path, pattern="sales_*.csv", partition_key=r"sales_(\w+)\.csv"
+        assets=[sales], directory=tmp_path, pattern="sales_*.csv", partition_key=r"sales_(\w+)\.csv"
     )
+    assert sensor.job.name == "sales_job"
     land(tmp_path, "sales_north.csv")
     land(tmp_path, "sales_south.csv")
     instance.add_dynamic_partitions("stores", ["north"])
-    defs = Definitions(assets=[sales], jobs=[job], sensors=[sensor])
+    defs = Definitions(assets=[sales], sensors=[sensor])
     context = build_sensor_context(instance=instance, definitions=defs)
     result = sensor(context)  # evaluate_tick resolves dynamic keys only in a daemon
     assert [(r.partition_key, r.run_key) for r in result.run_requests] == [
@@ -222,14 +275,55 @@ def test_a_foreign_cursor_is_a_clear_error(tmp_path, instance):
         tick(make_sensor(tmp_path), instance, "1700000000.5")
 
 
+@asset(partitions_def=DailyPartitionsDefinition(start_date="2014-01-01"))
+def later_days() -> None:
+    """Days from 2014 on: not the days of `daily`."""
+
+
+@asset
+def unpartitioned() -> None:
+    """No partitions: no file can name one."""
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"pattern": "landing/*.parquet"}, "file-name glob"),
         ({"pattern": ""}, "file-name glob"),
         ({"partition_key": "(unclosed"}, "not a valid regex"),
+        ({"assets": []}, r"needs assets to run: pass assets=\[\.\.\.\]"),
+        ({"assets": "daily"}, r"takes the assets themselves \(what @asset returns\).*not 'daily'"),
+        ({"assets": [AssetKey("daily")]}, r"assets themselves.*not AssetKey\(\['daily'\]\)"),
+        ({"assets": [daily, unpartitioned]}, r"but unpartitioned has no partitions: give it"),
+        (
+            {"assets": [daily, also_daily, later_days]},
+            r"must share one partitions definition, but daily, also_daily: "
+            r"TimeWindowPartitionsDefinition\(start=1356998400.0, end=1388534400.0, .*\); "
+            r"later_days: TimeWindowPartitionsDefinition\(start=1388534400.0, end=None, .*\)\. "
+            r"Give them the same partitions_def, or give each its own landing_sensor\.",
+        ),
     ],
 )
 def test_bad_arguments_fail_when_defined(tmp_path, kwargs, message):
     with pytest.raises(ConfigurationError, match=message):
         make_sensor(tmp_path, **kwargs)
+
+
+def test_the_demo_serves_each_landing_sensor_with_its_job(tmp_path):
+    """The names README, demo/__main__.py and tests/test_daemon.py use; no job defined twice."""
+    defs = build_definitions(landing=str(tmp_path), database=str(tmp_path / "flights.hyper"))
+    for fact in (flights, weather):
+        job = defs.resolve_job_def(f"{fact.key.path[-1]}_job")
+        assert job.partitions_def == fact.partitions_def
+        sensor = defs.resolve_sensor_def(f"{job.name}_landing_sensor")
+        assert sensor.job.name == job.name
+    assert sorted(job.name for job in defs.resolve_all_job_defs()) == [
+        "__ASSET_JOB",
+        "daily_facts_job",
+        "dimensions_job",
+        "fact_checks_job",
+        "flights_job",
+        "publish_job",
+        "publish_lag_job",
+        "weather_job",
+    ]
