@@ -1,7 +1,7 @@
 """hyper-assets: Tableau .hyper extracts as Dagster assets, written from Spark."""
 
 from hyper_assets.checks import build_hyper_checks, not_null_check, publish_freshness_check
-from hyper_assets.compaction import CompactResult, compact
+from hyper_assets.compaction import AutoCompact, CompactResult, compact
 from hyper_assets.component import HyperExtractComponent
 from hyper_assets.errors import (
     ActionBatchError,
@@ -53,6 +53,7 @@ __all__ = [
     "ActionBatchError",
     "ActionValidationError",
     "AmbiguousProjectError",
+    "AutoCompact",
     "CompactResult",
     "CompactionError",
     "ComponentSpecError",

@@ -13,15 +13,27 @@ with `os.replace`.
 It holds the database's lock throughout, so no write through `HyperIOManager` (nor a
 publish) runs meanwhile. The change outbox beside the file (`<database>.outbox/`) names
 tables and windows, never file offsets: it stays valid and is left alone.
+
+Hyper cannot say how much of a file is free space, so the file's size and rows at its
+densest (right after a compaction, or when first seen) are recorded beside it
+(`<database>.compacted.json`): what its rows need.
+`compact_if_grown`, which `HyperIOManager` calls after each write (`AutoCompact`),
+compacts once the file holds `ratio` times that size per row, and `min_bytes` more.
+Replaced windows and deleted partitions trigger it; appends grow rows and bytes
+about alike (small ones leave partly filled blocks, which `min_bytes` makes not worth it).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dagster import Config
+from pydantic import Field
 from tableauhyperapi import (
     Connection,
     HyperException,
@@ -30,10 +42,29 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
-from hyper_assets._files import fsync_path
-from hyper_assets._sql import attach
+from hyper_assets._files import MEGABYTE, fsync_path, write_json
+from hyper_assets._sql import attach, count_rows
 from hyper_assets.errors import CompactionError, DatabaseLockedError
 from hyper_assets.resource import HyperResource, is_locked_error
+from hyper_assets.tables import Catalog
+
+_log = logging.getLogger(__name__)
+
+
+class AutoCompact(Config):
+    """When `HyperIOManager` compacts its file after a write."""
+
+    ratio: float = Field(
+        default=1.5,
+        gt=1.0,
+        description="Compact once the file is this many times the size its rows took at "
+        "the last compaction (scaled by the rows it holds now).",
+    )
+    min_bytes: int = Field(
+        default=4 * MEGABYTE,
+        ge=0,
+        description="... and compaction would save at least this many bytes.",
+    )
 
 
 @dataclass(frozen=True)
@@ -47,6 +78,43 @@ class CompactResult:
     @property
     def saved_bytes(self) -> int:
         return self.before_bytes - self.after_bytes
+
+    def __str__(self) -> str:
+        return (
+            f"{self.before_bytes / MEGABYTE:.1f} MiB -> {self.after_bytes / MEGABYTE:.1f} MiB "
+            f"in {self.seconds:.1f} s"
+        )
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """The file's size and rows at its densest: what its rows need."""
+
+    bytes: int
+    rows: int
+
+    @staticmethod
+    def path(database: Path) -> Path:
+        return database.with_name(f"{database.name}.compacted.json")
+
+    @classmethod
+    def read(cls, database: Path) -> Compacted | None:
+        """The record, or None when there is none (or it cannot be read: it is advice)."""
+        try:
+            body = json.loads(cls.path(database).read_text())
+            return cls(int(body["bytes"]), int(body["rows"]))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as error:
+            _log.warning("Ignoring %s (%s); it is written again.", cls.path(database), error)
+            return None
+
+    def write(self, database: Path) -> None:
+        write_json(self.path(database), {"bytes": self.bytes, "rows": self.rows})
+
+    def expected_bytes(self, rows: int) -> float:
+        """The size `rows` rows would take, packed as they were at the compaction."""
+        return self.bytes * rows / self.rows
 
 
 def file_version(connection: Connection, database: Path) -> int:
@@ -80,6 +148,7 @@ def compact(
         try:
             with hyper.open(path, create=False) as connection:  # waits for other programs
                 version = file_version(connection, path)
+                rows = total_rows(connection)
             for copy in copies:
                 copy.unlink(missing_ok=True)
             _copy(hyper, path, copies[0], version)
@@ -107,7 +176,36 @@ def compact(
             for copy in copies:
                 copy.unlink(missing_ok=True)
         after = path.stat().st_size
+        Compacted(after, rows).write(path)
     return CompactResult(before, after, round(time.perf_counter() - started, 3))
+
+
+def compact_if_grown(
+    hyper: HyperResource, database: str | Path, policy: AutoCompact
+) -> CompactResult | None:
+    """Compacts `database` when it pays by `policy`; None when it did not.
+
+    A file seen for the first time, or denser now than recorded, is recorded as it is.
+    """
+    path = Path(database).absolute()
+    with hyper.lock(path), hyper.open(path, create=False) as connection:
+        rows = total_rows(connection)
+        size = path.stat().st_size
+    last = Compacted.read(path)
+    if rows and (last is None or size * last.rows < last.bytes * rows):
+        Compacted(size, rows).write(path)  # denser than recorded: the better estimate
+        return None
+    if last is None or last.rows == 0:
+        return None
+    expected = last.expected_bytes(rows)
+    if size < policy.ratio * expected or size - expected < policy.min_bytes:
+        return None
+    return compact(hyper, path)
+
+
+def total_rows(connection: Connection) -> int:
+    """Rows of every table of the connection's database."""
+    return sum(count_rows(connection, table) for table in Catalog(connection).tables())
 
 
 def _copy(hyper: HyperResource, source: Path, target: Path, version: int) -> None:
@@ -124,8 +222,7 @@ def _reload_tables(hyper: HyperResource, copy: Path, original: Path) -> None:
     with Connection(hyper.shared.endpoint) as connection:
         attach(connection, copy, "compacted")
         attach(connection, original, "original", read_only=True)
-        for schema in connection.catalog.get_schema_names("compacted"):
-            for table in connection.catalog.get_table_names(schema):
-                source = TableName("original", table.schema_name.name, table.name)
-                connection.execute_command(f"TRUNCATE TABLE {table}")
-                connection.execute_command(f"INSERT INTO {table} SELECT * FROM {source}")
+        for table in Catalog(connection).tables("compacted"):
+            source = TableName("original", table.schema_name.name, table.name)
+            connection.execute_command(f"TRUNCATE TABLE {table}")
+            connection.execute_command(f"INSERT INTO {table} SELECT * FROM {source}")

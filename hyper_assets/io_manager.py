@@ -7,6 +7,7 @@ Parquet file); the Hyper side is the ingest engine's.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 from dagster import (
     AssetsDefinition,
     ConfigurableIOManager,
+    DagsterLogManager,
     InitResourceContext,
     InputContext,
     MetadataValue,
@@ -32,7 +34,13 @@ from pyspark.sql import DataFrame as SparkDataFrame
 from tableauhyperapi import Connection, TableName, escape_string_literal
 
 from hyper_assets._sql import transaction
-from hyper_assets.errors import ConfigurationError, TableNotFoundError
+from hyper_assets.compaction import AutoCompact, CompactResult, compact_if_grown
+from hyper_assets.errors import (
+    CompactionError,
+    ConfigurationError,
+    DatabaseLockedError,
+    TableNotFoundError,
+)
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_counts, partition_window
@@ -55,6 +63,8 @@ from hyper_assets.types import (
     describe,
     export_sql,
 )
+
+_log = logging.getLogger(__name__)
 
 
 class HyperIOManager(ConfigurableIOManager):
@@ -90,6 +100,11 @@ class HyperIOManager(ConfigurableIOManager):
         "staging_dir, checked to hold every row), 'stream' (Arrow batches through the "
         "Spark Connect channel; nothing shared with the cluster) or 'auto' (shared when "
         "Spark can read staging_dir, else stream).",
+    )
+    auto_compact: AutoCompact | None = Field(
+        default_factory=AutoCompact,
+        description="When to compact the file after a write (replaced partitions leave "
+        "space Hyper reuses only in part); None: never, call compact() yourself.",
     )
     staging_compression: str = Field(
         default="snappy",
@@ -164,6 +179,7 @@ class HyperIOManager(ConfigurableIOManager):
             )
         for note in result.notes:
             context.log.warning(note)
+        compacted = self._compact_if_grown(context.log)
         counts = {"dagster/row_count": table_rows}
         if context.has_asset_partitions:
             counts[_partition_count_key(context)] = result.row_count
@@ -178,6 +194,7 @@ class HyperIOManager(ConfigurableIOManager):
                 "write_mode": write.mode.value,
             }
             | transfer
+            | ({"compacted": str(compacted)} if compacted else {})
         )
 
     def _write(
@@ -225,7 +242,23 @@ class HyperIOManager(ConfigurableIOManager):
             )
             write = Write(table, columns, WriteMode.PARTITION, window=window)
             with self._recorded(write, []) as connection, transaction(connection):
-                return connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
+                deleted = connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
+        self._compact_if_grown(_log)
+        return deleted
+
+    def _compact_if_grown(self, log: logging.Logger | DagsterLogManager) -> CompactResult | None:
+        """Compacts the file when `auto_compact` says it pays. A failure is a warning: the
+        rows written are durable, and a failed compaction leaves the file as it was."""
+        if self.auto_compact is None:
+            return None
+        try:
+            result = compact_if_grown(self.hyper, self.database, self.auto_compact)
+        except (DatabaseLockedError, CompactionError) as error:
+            log.warning(f"{error} (The write itself is complete.)")
+            return None
+        if result:
+            log.info(f"Compacted {self.database}: {result}")
+        return result
 
     def _stored_columns(self, connection: Connection, table: TableName, asset: str) -> list[Column]:
         catalog = Catalog(connection)

@@ -104,6 +104,15 @@ class Catalog:
     def exists(self, table: TableName) -> bool:
         return self.connection.catalog.has_table(table)
 
+    def tables(self, database: str | None = None) -> list[TableName]:
+        """Every table of `database` (an attached alias; default: the connection's own)."""
+        catalog = self.connection.catalog
+        return [
+            table
+            for schema in catalog.get_schema_names(database)
+            for table in catalog.get_table_names(schema)
+        ]
+
     def columns(self, table: TableName) -> list[Column]:
         definition: TableDefinition = self.connection.catalog.get_table_definition(table)
         return columns_from_table(definition, self._spark_types(table))

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +21,14 @@ import pytest
 from tableauhyperapi import Connection, CreateMode, HyperException, escape_name
 
 from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource
-from hyper_assets.compaction import _reload_tables, compact, file_version
+from hyper_assets.compaction import (
+    AutoCompact,
+    Compacted,
+    _reload_tables,
+    compact,
+    compact_if_grown,
+    file_version,
+)
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import CompactionError
 from hyper_assets.process import SharedHyper
@@ -69,8 +77,14 @@ def star_assets(seed: dict[str, int]) -> list[dg.AssetsDefinition]:
 class Star:
     """A star-schema file written through HyperIOManager, published to an emulator."""
 
-    def __init__(self, directory: Path, emulator: Emulator) -> None:
-        self.database = directory / "star.hyper"
+    def __init__(
+        self,
+        directory: Path,
+        emulator: Emulator,
+        auto_compact: AutoCompact | None = None,
+        database: Path | None = None,
+    ) -> None:
+        self.database = database or directory / "star.hyper"
         self.seed = {"value": 0}
         self.assets = star_assets(self.seed)
         self.publish_asset = tableau_datasource_asset(
@@ -81,13 +95,15 @@ class Star:
                 database=str(self.database),
                 hyper=HyperResource(log_dir=str(directory / "logs")),
                 staging_dir=str(directory / "staging"),
+                auto_compact=auto_compact,
             ),
             "tableau": TableauServerResource(
                 server_url=emulator.url, token_name=TOKEN[0], token_secret=TOKEN[1]
             ),
         }
 
-    def write(self, asset: str, partition: str | None = None, **kwargs: Any) -> None:
+    def write(self, asset: str, partition: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Materialises `asset`; the metadata of its (first) materialisation."""
         everything = [*self.assets, self.publish_asset]
         result = dg.materialize(
             everything,
@@ -97,6 +113,8 @@ class Star:
             **kwargs,
         )
         assert result.success
+        event = result.get_asset_materialization_events()[0]
+        return {k: v.value for k, v in event.materialization.metadata.items()}
 
     def publish(self) -> str:
         result = dg.materialize(
@@ -159,17 +177,17 @@ def emulator(tmp_path: Path, hyper: SharedHyper):
         yield running
 
 
+YEAR = {
+    "dagster/asset_partition_range_start": "2024-01-01",
+    "dagster/asset_partition_range_end": "2024-12-01",
+}
+
+
 @pytest.mark.slow
 def test_compaction_after_12_monthly_rewrites(hyper, tmp_path, emulator):
     star = Star(tmp_path, emulator)
     star.write("products")
-    star.write(
-        "sales",
-        tags={
-            "dagster/asset_partition_range_start": "2024-01-01",
-            "dagster/asset_partition_range_end": "2024-12-01",
-        },
-    )
+    star.write("sales", tags=YEAR)
     assert star.publish() == "full"
     grown_from = star.database.stat().st_size
     star.seed["value"] = 1
@@ -324,3 +342,118 @@ def test_kill_9_during_compaction_leaves_a_whole_file(hyper, tmp_path, big_file,
     assert [p.name for p in tmp_path.iterdir() if "compacting" in p.name] == []
     assert result.after_bytes < big_file.stat().st_size
     assert_same_tables(hyper, big_file, database)
+
+
+def test_a_file_whose_year_is_rewritten_is_compacted_when_it_pays(hyper, tmp_path, emulator):
+    """The demo's re-run: the same year replaced again and again. Without compaction the
+    file doubles; with it, it stays within `ratio` of what its rows need, same rows."""
+    grown = Star(tmp_path / "off", emulator)
+    packed = Star(tmp_path / "on", emulator, AutoCompact(ratio=1.5, min_bytes=0))
+    compacted: dict[Star, list[object]] = {grown: [], packed: []}
+    for star in (grown, packed):
+        star.write("products")
+        for seed in range(4):
+            star.seed["value"] = seed
+            compacted[star].append(star.write("sales", tags=YEAR).get("compacted"))
+    first = Compacted.read(packed.database.absolute())
+    assert first is not None
+    assert grown.database.stat().st_size > 1.9 * first.bytes
+    assert packed.database.stat().st_size <= 1.5 * first.bytes
+    assert compacted[grown] == [None] * 4
+    assert compacted[packed][0] is None and all(compacted[packed][1:]), compacted[packed]
+    assert_same_tables(hyper, grown.database, packed.database)
+
+
+def test_a_compaction_that_saves_less_than_min_bytes_is_not_made(hyper, tmp_path):
+    """Small appends leave partly filled blocks (Hyper starts new ones per insert), a
+    third of a small file; below `min_bytes` (default 4 MB) that is not worth a rewrite."""
+    database = tmp_path / "log.hyper"
+    batch = {"value": 0}
+
+    @dg.asset(metadata={"write_mode": "append"})
+    def events() -> pa.Table:
+        return sales_rows(date(2024, 1, 1) + timedelta(batch["value"]), date(2024, 2, 1), 0)
+
+    def appended(policy: AutoCompact) -> list[object]:
+        database.unlink(missing_ok=True)
+        Compacted.path(database).unlink(missing_ok=True)
+        io = HyperIOManager(
+            database=str(database),
+            hyper=HyperResource(log_dir=str(tmp_path / "logs")),
+            auto_compact=policy,
+        )
+        compacted = []
+        for n in range(4):
+            batch["value"] = n
+            result = dg.materialize([events], resources={"io_manager": io})
+            (event,) = result.get_asset_materialization_events()
+            compacted.append(event.materialization.metadata.get("compacted"))
+        return compacted
+
+    assert any(appended(AutoCompact(ratio=1.1, min_bytes=0)))
+    assert appended(AutoCompact(ratio=1.1)) == [None] * 4
+    with Connection(hyper.endpoint, str(database)) as connection:
+        rows = connection.execute_scalar_query('SELECT COUNT(*) FROM "Extract".events')
+    assert rows == sum(31 - n for n in range(4)) * ROWS_PER_DAY
+
+
+def test_deleting_most_partitions_compacts_the_file(hyper, tmp_path, emulator):
+    star = Star(tmp_path, emulator, AutoCompact(min_bytes=0))
+    star.write("products")
+    star.write("sales", tags=YEAR)
+    snapshot = tmp_path / "before.hyper"
+    shutil.copyfile(star.database, snapshot)
+    before = star.database.stat().st_size
+    io_manager = star.resources["io_manager"]
+    deleted = io_manager.delete_partitions(star.assets[1], MONTHS.get_partition_keys()[:9])
+    assert deleted == (date(2024, 10, 1) - date(2024, 1, 1)).days * ROWS_PER_DAY
+    assert star.database.stat().st_size < 0.5 * before
+    with attached(hyper, {"now": star.database, "was": snapshot}) as connection:
+        differ = connection.execute_scalar_query(
+            'SELECT COUNT(*) FROM ((SELECT * FROM now."Extract".sales EXCEPT ALL '
+            "SELECT * FROM was.\"Extract\".sales WHERE day >= DATE '2024-10-01') UNION ALL "
+            "(SELECT * FROM was.\"Extract\".sales WHERE day >= DATE '2024-10-01' EXCEPT ALL "
+            'SELECT * FROM now."Extract".sales)) AS d'
+        )
+    assert differ == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 14 MB file system: room for the file, not for its compact copies as well."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root; CI runs as root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=14m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_compaction_without_disk_space_leaves_the_write_done(
+    hyper, tmp_path, emulator, small_disk
+):
+    star = Star(tmp_path, emulator, AutoCompact(min_bytes=0), small_disk / "star.hyper")
+    star.write("products")
+    star.write("sales", tags=YEAR)
+    star.seed["value"] = 1
+    metadata = star.write("sales", tags=YEAR)  # the file doubles: compaction would pay
+    assert "compacted" not in metadata  # it was tried, and failed for want of space:
+    with pytest.raises(CompactionError, match=r"free \d+ bytes"):
+        compact_if_grown(
+            HyperResource(log_dir=str(tmp_path / "logs")), star.database, AutoCompact(min_bytes=0)
+        )
+    assert sorted(p.name for p in small_disk.iterdir()) == [
+        "star.hyper",
+        "star.hyper.compacted.json",
+        "star.hyper.lock",
+    ]
+    expected = sales_rows(date(2024, 1, 1), date(2025, 1, 1), 1)
+    with Connection(hyper.endpoint, str(star.database)) as connection:
+        count, amount = connection.execute_list_query(
+            'SELECT COUNT(*), SUM(amount) FROM "Extract".sales'
+        )[0]
+    assert count == expected.num_rows
+    assert amount == pytest.approx(sum(expected["amount"].to_pylist()))

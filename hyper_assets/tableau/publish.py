@@ -278,7 +278,7 @@ class Publisher:
                         "action": "publish",
                         "rows": count_rows(connection, t),
                     }
-                    for t in (_tables(connection) if reason else [])
+                    for t in (catalog.tables() if reason else [])
                 ]
             if not reason and not changes:
                 if replaces is not None:  # a full plan for another data source: moot
@@ -583,14 +583,6 @@ def _shape_reason(
     return f"table {dropped[0]} was dropped" if dropped else ""
 
 
-def _tables(connection: Connection) -> list[TableName]:
-    return [
-        table
-        for schema in connection.catalog.get_schema_names()
-        for table in connection.catalog.get_table_names(schema)
-    ]
-
-
 def _fingerprint(connection: Connection) -> dict[str, Any]:
     """What each table's shape on the server depends on; a change means a whole-file publish.
 
@@ -599,7 +591,7 @@ def _fingerprint(connection: Connection) -> dict[str, Any]:
     """
     catalog = Catalog(connection)
     shapes = {}
-    for table in _tables(connection):
+    for table in catalog.tables():
         definition = connection.catalog.get_table_definition(table)
         keys = catalog.keys(table)
         shapes[table_label(table)] = {
