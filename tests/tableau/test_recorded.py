@@ -177,6 +177,32 @@ def test_an_async_publish_reply_has_finish_code_1_but_has_not_ended(
     assert job.finish_code == 1 and job.completed_at is None  # only completedAt ends a job
 
 
+# --- data sources and their pages ---------------------------------------------------------------
+
+SAMPLE_DS = "e76a1461-3b1d-4588-bf1b-17551a879ad9"  # "SampleDS" of project "default"
+
+
+def test_a_listed_data_source_has_its_page_as_the_server_gives_it(
+    client: TableauClient, replay: Replay
+) -> None:
+    replay.on("GET", r"/datasources\?", recorded("datasource_get_all_fields.xml"))
+    found = client.find_datasource("Superstore Datasource", "669ca36b-492e-4ccf-bca1-3614fe6a9d7a")
+    assert found is not None and found.id == "a71cdd15-3a23-4ec1-b3ce-9956f5e00bb7"
+    assert found.webpage_url == "https://10ax.online.tableau.com/#/site/example/datasources/3566752"
+
+
+def test_the_reply_to_a_publish_gives_no_page(
+    client: TableauClient, replay: Replay, tmp_path: Path
+) -> None:
+    replay.on("POST", r"/fileUploads$", recorded("fileupload_initialize.xml", 201))
+    replay.on("PUT", r"/fileUploads/", recorded("fileupload_append.xml"))
+    replay.on("POST", r"/datasources\?", recorded("datasource_publish.xml", 201))
+    local = tmp_path / "sample.hyper"
+    local.write_bytes(b"the replay does not read it")
+    source = client.publish_file(local, "SampleDS", "ee8c6e70-43b6-11e6-af4f-f7b0d8e20760")
+    assert (source.id, source.name, source.webpage_url) == (SAMPLE_DS, "SampleDS", None)
+
+
 # --- unexpected replies -------------------------------------------------------------------------
 
 
