@@ -348,7 +348,7 @@ class Api:
             datasource = site.publish(name, project, staged, overwrite)
         finally:
             staged.unlink(missing_ok=True)  # moved in by a publish, left over by a refusal
-        return Reply(201, [_datasource_node(request, datasource)])
+        return Reply(201, [_datasource_node(request, datasource, page=False)])
 
     # --- uploads ------------------------------------------------------------------------------
 
@@ -486,14 +486,16 @@ def _project_node(project: Project) -> Node:
     return Node("project", attrs, [Node("owner", {"id": OWNER_ID})])
 
 
-def _datasource_node(request: Request, datasource: Datasource) -> Node:
-    """A data source as real servers list it: attributes, `<project>`, `<owner>`, `<tags>`."""
+def _datasource_node(request: Request, datasource: Datasource, *, page: bool = True) -> Node:
+    """A data source as real servers list it: attributes, `<project>`, `<owner>`, `<tags>`.
+
+    `webpageUrl` addresses its page by number, as recorded from a real server
+    (`https://10ax.online.tableau.com/#/site/example/datasources/3566752`); without `page`
+    it is left out, as from the reply to a publish recorded from a real server.
+    """
     size_mb = (
         max(1, -(-datasource.path.stat().st_size // MEGABYTE)) if datasource.path.exists() else 0
     )
-    site = request.on_site
-    page = f"http://{request.headers.get('Host', 'localhost')}/#/"
-    page += f"site/{quote(site.content_url, safe='')}/" if site.content_url else ""
     attrs = {
         "id": datasource.id,
         "name": datasource.name,
@@ -507,8 +509,12 @@ def _datasource_node(request: Request, datasource: Datasource) -> Node:
         "hasExtracts": "true",
         "isCertified": "false",
         "useRemoteQueryAgent": "false",
-        "webpageUrl": f"{page}datasources/{datasource.id}",
     }
+    if page:
+        site = request.on_site
+        url = f"http://{request.headers.get('Host', 'localhost')}/#/"
+        url += f"site/{quote(site.content_url, safe='')}/" if site.content_url else ""
+        attrs["webpageUrl"] = f"{url}datasources/{datasource.number}"
     project = datasource.project
     children = [
         Node("project", {"id": project.id, "name": project.name}),

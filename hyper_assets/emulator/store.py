@@ -5,6 +5,8 @@ directory itself, a site with content URL `C` in `DATA_DIR/sites/C/`. In a site'
 directory a data source `N` of the built-in project "Default" is `N.hyper`; one of the
 project `Sales/EMEA` is `projects/Sales/EMEA/N.hyper`. Ids derive from these names (uuid5),
 so a restarted emulator serves the projects and files already there under the same ids.
+A data source also has a number, as on real servers, whose web pages address data sources
+by number rather than by id (`#/site/C/datasources/3566752`); it derives from the id too.
 Each data source has a lock: the job runner holds it while applying a batch and `publish`
 while it swaps the file in, so the two never overlap.
 """
@@ -54,6 +56,7 @@ class Project:
 @dataclass(eq=False)
 class Datasource:
     id: str
+    number: int  # what the server's web pages address it by, unique on its site
     name: str
     connection_id: str
     path: Path
@@ -121,11 +124,27 @@ class Site:
         ds_id = _id("datasource", *key)
         modified = datetime.fromtimestamp(path.stat().st_mtime, UTC)
         datasource = self._datasources.get(ds_id) or Datasource(
-            ds_id, name, _id("connection", *key), path, project, modified, modified
+            ds_id,
+            self._number(ds_id),
+            name,
+            _id("connection", *key),
+            path,
+            project,
+            modified,
+            modified,
         )
         datasource.updated_at = modified
         self._datasources[ds_id] = datasource
         return datasource
+
+    def _number(self, ds_id: str) -> int:
+        """A 7-digit number derived from the id, the next free one if another data source of
+        the site has it (the caller holds the guard)."""
+        taken = {d.number for d in self._datasources.values()}
+        number = 1_000_000 + uuid.UUID(ds_id).int % 9_000_000
+        while number in taken:
+            number += 1
+        return number
 
     # --- projects ---------------------------------------------------------------------------
 

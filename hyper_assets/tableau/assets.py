@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import dagster as dg
 from pydantic import Field
@@ -76,11 +75,6 @@ class Destination:
     project: str
     datasource: str
 
-    def datasource_url(self, datasource_id: str) -> str:
-        """The data source's page in Tableau's web client ("" site: no /site/ segment)."""
-        site = f"/site/{quote(self.site, safe='')}" if self.site else ""
-        return f"{self.server_url.rstrip('/')}/#{site}/datasources/{quote(datasource_id)}"
-
 
 #: The columns of the `sent` table: one row per table and action of a publish.
 SENT_SCHEMA = dg.TableSchema(
@@ -115,7 +109,9 @@ def _size(n: int) -> str:
 def publish_metadata(result: PublishResult, where: Destination, file_bytes: int) -> dict[str, Any]:
     """A publish's result as Dagster metadata: what was sent, where, and how big against the file.
 
-    `datasource_url` is the data source's page in Tableau's web client, by its LUID.
+    `datasource_url` links the data source's page in Tableau's web client, as the server gives
+    it (`webpageUrl`, which addresses the page by a number, not by `datasource_id`). When the
+    server gives none, it is a text saying so instead of a link: no page address is made up.
     """
     one_request = result.batches <= 1 and result.kind != "none"
     sent = [
@@ -144,7 +140,14 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
         "project": where.project,
         "datasource": where.datasource,
         "datasource_id": result.datasource_id,
-        "datasource_url": dg.MetadataValue.url(where.datasource_url(result.datasource_id)),
+        "datasource_url": (
+            dg.MetadataValue.url(result.webpage_url)
+            if result.webpage_url
+            else dg.MetadataValue.text(
+                f"none: Tableau gave no webpageUrl for it; find data source {where.datasource!r} "
+                f"in project {where.project!r}"
+            )
+        ),
         "tableau_job_ids": ", ".join(result.job_ids) or "none (a whole-file publish has no job)",
         "batches": result.batches,
         "changes_sent": result.changes,

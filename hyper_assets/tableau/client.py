@@ -97,6 +97,9 @@ class DataSource:
     id: str
     name: str
     project_id: str
+    #: Its page in Tableau's web client as the reply gave it (`webpageUrl`), else None. Real
+    #: servers put it in list replies, not in the reply to a publish.
+    webpage_url: str | None
 
 
 @dataclass(frozen=True)
@@ -794,7 +797,8 @@ def _multipart(parts: list[tuple[str, str, bytes | memoryview]]) -> dict[str, An
 
 
 def _datasource(item: dict[str, Any]) -> DataSource:
-    return DataSource(item["id"], item["name"], item["project"]["id"])
+    page = item.get("webpageUrl")
+    return DataSource(item["id"], item["name"], item["project"]["id"], page or None)
 
 
 def _job(reply: dict[str, Any]) -> Job:

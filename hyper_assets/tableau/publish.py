@@ -54,7 +54,7 @@ from hyper_assets.outbox import Change, Outbox, read_json
 from hyper_assets.resource import HyperResource
 from hyper_assets.tableau.actions import Action, parse_batch
 from hyper_assets.tableau.changes import net_steps
-from hyper_assets.tableau.client import Job, TableauClient
+from hyper_assets.tableau.client import DataSource, Job, TableauClient
 from hyper_assets.tableau.payload import build_parts, pack, split_batch, write_batch
 from hyper_assets.tables import Catalog, table_label
 from hyper_assets.types import sql_name
@@ -124,6 +124,7 @@ class PublishResult:
     """What a publish sent, for logs and Dagster metadata."""
 
     datasource_id: str
+    webpage_url: str | None  # the data source's page as the server gave it; None: it gave none
     kind: str
     reason: str
     job_ids: tuple[str, ...]
@@ -230,7 +231,7 @@ class Publisher:
         new = self._make_plan(_forced_reason(full, ours, current), replaces=plan)
         if new is not None:
             sent.append((new, self._send(new, project_id)))
-        return self._result(sent, time.perf_counter() - started)
+        return self._result(sent, time.perf_counter() - started, project_id, existing)
 
     def _target(self) -> dict[str, str]:
         """Where this publisher sends; a publish state for another target is not ours."""
@@ -518,13 +519,20 @@ class Publisher:
 
         return report
 
-    def _result(self, sent: list[tuple[Plan, list[Job]]], seconds: float) -> PublishResult:
+    def _result(
+        self,
+        sent: list[tuple[Plan, list[Job]]],
+        seconds: float,
+        project_id: str,
+        seen: DataSource | None,
+    ) -> PublishResult:
         state = self._state()
         assert state is not None
         plans = [plan for plan, _ in sent]
         full = [p for p in plans if p.kind == "full"]
         return PublishResult(
             datasource_id=state["datasource_id"],
+            webpage_url=self._webpage_url(state["datasource_id"], project_id, seen),
             kind="full" if full else "update" if plans else "none",
             reason="; ".join(p.reason for p in plans) or "nothing changed since the last publish",
             job_ids=tuple(job.id for _, jobs in sent for job in jobs),
@@ -536,6 +544,18 @@ class Publisher:
             changes=sum(len(p.changes) for p in plans),
             seconds=round(seconds, 3),
         )
+
+    def _webpage_url(
+        self, datasource_id: str, project_id: str, seen: DataSource | None
+    ) -> str | None:
+        """The data source's page as the server gives it (`webpageUrl`); None if it gives none.
+
+        Real servers give it in lists, not in the reply to a publish: the lookup made before
+        sending serves when it found this data source, else it is looked up again.
+        """
+        if seen is None or seen.id != datasource_id:
+            seen = self.client.find_datasource(self.datasource, project_id)
+        return seen.webpage_url if seen is not None and seen.id == datasource_id else None
 
 
 _FULL_WAY_OUT = "Publish with full=True: a whole-file publish replaces it."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -352,7 +353,10 @@ def test_sites_projects_and_files_survive_a_restart(
                 )
             found, _ = server.datasources.get()
             projects = sorted((p.name, p.parent_id or "") for p in TSC.Pager(server.projects))
-            listed.append(([(d.id, d.name, d.project_id) for d in found], project_id, projects))
+            pages = [d.webpage_url.partition("/#/")[2] for d in found]  # the port changes
+            listed.append(
+                ([(d.id, d.name, d.project_id) for d in found], project_id, projects, pages)
+            )
             server.auth.sign_out()
     assert listed[0] == listed[1] and listed[0][0][0][2] == listed[0][1]
     assert [name for name, _ in listed[0][2]] == ["Daily", "Default", "Ops"]
@@ -427,6 +431,45 @@ def test_replies_carry_what_a_real_servers_reply_carries(
             have_children |= shape(element)[1]
         assert want_attrs <= have_attrs, (name, want_attrs - have_attrs)
         assert want_children <= have_children, (name, want_children - have_children)
+
+
+def test_a_data_source_page_is_addressed_by_number_where_real_servers_give_it(
+    raw: Raw, emulator: Emulator, published: tuple[str, Path]
+) -> None:
+    """webpageUrl as a real server gives it: on list and single replies, by the data source's
+    number rather than its id; the reply to a publish has none, as recorded."""
+    example = ET.parse(RECORDED / "datasource_get_all_fields.xml").find(".//t:datasource", NS)
+    assert re.fullmatch(r"https://[^/]+/#/site/example/datasources/\d+", example.get("webpageUrl"))
+    ds_id, payload = published
+    body, kind = multipart(
+        {
+            "request_payload": b'<tsRequest><datasource name="other"/></tsRequest>',
+            "tableau_datasource": payload.read_bytes(),
+        }
+    )
+    reply = raw.http.post(
+        f"{raw.site}/datasources",
+        params={"datasourceType": "hyper"},
+        content=body,
+        headers={"Content-Type": kind},
+    )
+    publish = raw.xml(reply, 201).find("t:datasource", NS)
+    want_attrs, want_children = recorded_shape("datasource_publish.xml", "t:datasource")
+    assert want_attrs <= set(publish.attrib) and want_children <= shape(publish)[1]
+    assert publish.get("webpageUrl") is None
+
+    listed = raw.xml(raw.http.get(f"{raw.site}/datasources"), 200).findall(".//t:datasource", NS)
+    pages = {d.get("id"): d.get("webpageUrl") for d in listed}
+    numbers = set()
+    for found_id, page in pages.items():
+        number = re.fullmatch(
+            rf"{re.escape(emulator.url)}/#/site/{SITE}/datasources/(\d{{7}})", page
+        )
+        assert number, page
+        numbers.add(number[1])
+        one = raw.xml(raw.http.get(f"{raw.site}/datasources/{found_id}"), 200)
+        assert one.find("t:datasource", NS).get("webpageUrl") == page
+    assert set(pages) == {ds_id, publish.get("id")} and len(numbers) == 2
 
 
 def test_projects_filter_by_name_parent_and_top_level(raw: Raw, emulator: Emulator) -> None:

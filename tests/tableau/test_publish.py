@@ -712,6 +712,31 @@ def test_twenty_random_materialisations_with_publishes_and_faults(setup: Setup) 
     setup.assert_equal()
 
 
+def test_the_publish_links_the_page_the_server_gives(setup: Setup) -> None:
+    """`datasource_url` is the data source's webpageUrl as the server lists it (by number, not
+    by its id), after a whole-file publish, an update and a publish with nothing to send."""
+    tsc = TSC.Server(setup.emulator.url, use_server_version=True)
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth("raw", "raw-secret", site_id=SITE))
+    setup.write("products")
+    kinds = []
+    for products in (None, [(1, "green tea")], None):
+        if products:
+            setup.world.products = products
+            setup.write("products")
+        metadata = setup.publish()
+        [listed] = [d for d in TSC.Pager(tsc.datasources) if d.name == NAME]
+        assert (metadata["datasource_id"], metadata["datasource_url"]) == (
+            listed.id,
+            listed.webpage_url,
+        )
+        kinds.append(metadata["publish"])
+    tsc.auth.sign_out()
+    assert kinds == ["full", "update", "none"]
+    assert re.fullmatch(
+        rf"{re.escape(setup.emulator.url)}/#/site/{SITE}/datasources/\d+", listed.webpage_url
+    )
+
+
 def test_the_publish_op_in_a_job(setup: Setup) -> None:
     published_base(setup)
     some_changes(setup, 1)

@@ -16,8 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
+import pyarrow as pa
 import pytest
 
+from hyper_assets import HyperIOManager
 from hyper_assets.errors import (
     TableauJobError,
     TableauRequestError,
@@ -25,6 +28,7 @@ from hyper_assets.errors import (
     UnexpectedReplyError,
 )
 from hyper_assets.tableau.actions import Always, Delete
+from hyper_assets.tableau.assets import tableau_datasource_asset
 from hyper_assets.tableau.client import TableauClient, TableauServerResource
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -175,6 +179,82 @@ def test_an_async_publish_reply_has_finish_code_1_but_has_not_ended(
     replay.on("GET", r"/jobs/", recorded("datasource_publish_async.xml"))
     job = client.get_job("9a373058-af5f-4f83-8662-98b3e0228a73")
     assert job.finish_code == 1 and job.completed_at is None  # only completedAt ends a job
+
+
+# --- data sources and their pages ---------------------------------------------------------------
+
+SAMPLE_DS = "e76a1461-3b1d-4588-bf1b-17551a879ad9"  # "SampleDS" of project "default"
+
+
+def test_a_listed_data_source_has_its_page_as_the_server_gives_it(
+    client: TableauClient, replay: Replay
+) -> None:
+    replay.on("GET", r"/datasources\?", recorded("datasource_get_all_fields.xml"))
+    found = client.find_datasource("Superstore Datasource", "669ca36b-492e-4ccf-bca1-3614fe6a9d7a")
+    assert found is not None and found.id == "a71cdd15-3a23-4ec1-b3ce-9956f5e00bb7"
+    assert found.webpage_url == "https://10ax.online.tableau.com/#/site/example/datasources/3566752"
+
+
+def test_the_reply_to_a_publish_gives_no_page(
+    client: TableauClient, replay: Replay, tmp_path: Path
+) -> None:
+    replay.on("POST", r"/fileUploads$", recorded("fileupload_initialize.xml", 201))
+    replay.on("PUT", r"/fileUploads/", recorded("fileupload_append.xml"))
+    replay.on("POST", r"/datasources\?", recorded("datasource_publish.xml", 201))
+    local = tmp_path / "sample.hyper"
+    local.write_bytes(b"the replay does not read it")
+    source = client.publish_file(local, "SampleDS", "ee8c6e70-43b6-11e6-af4f-f7b0d8e20760")
+    assert (source.id, source.name, source.webpage_url) == (SAMPLE_DS, "SampleDS", None)
+
+
+@pytest.mark.parametrize("listing", ["as recorded", "without webpageUrl"])
+def test_the_publish_asset_links_the_page_the_server_gives_and_never_makes_one_up(
+    replay: Replay, tmp_path: Path, listing: str
+) -> None:
+    """A first publish: the list finds no data source, the file is uploaded and published
+    (the reply has no page), then the list gives its page, or, stripped of it, none."""
+    listed = (RECORDED / "datasource_get.xml").read_bytes()
+    if listing != "as recorded":
+        listed = re.sub(rb'\swebpageUrl="[^"]*"', b"", listed)
+    replay.on("GET", r"/projects", recorded("project_get.xml"))
+    replay.on("GET", r"/datasources\?", recorded("datasource_get_empty.xml"), Answer(200, listed))
+    replay.on("POST", r"/fileUploads$", recorded("fileupload_initialize.xml", 201))
+    replay.on("PUT", r"/fileUploads/", recorded("fileupload_append.xml"))
+    replay.on("POST", r"/datasources\?", recorded("datasource_publish.xml", 201))
+
+    @dg.asset
+    def carriers() -> pa.Table:
+        return pa.table({"carrier": ["AA", "UA"]})
+
+    published = tableau_datasource_asset(datasource="SampleDS", project="default", deps=[carriers])
+    database = tmp_path / "sample.hyper"
+    resources = {
+        "io_manager": HyperIOManager(database=str(database), staging_dir=str(tmp_path / "staging")),
+        "tableau": TableauServerResource(
+            server_url=replay.url,
+            site="Samples",
+            token_name="ci",
+            token_secret="s3cret",
+            api_version="3.14",
+            max_retries=0,
+        ),
+    }
+    assert dg.materialize([carriers], resources=resources).success
+    result = dg.materialize([carriers, published], selection=[published.key], resources=resources)
+    (materialization,) = result.asset_materializations_for_node(published.op.name)
+    metadata = materialization.metadata
+    assert (metadata["publish"].value, metadata["datasource_id"].value) == ("full", SAMPLE_DS)
+    link = metadata["datasource_url"]
+    if listing == "as recorded":
+        assert link == dg.MetadataValue.url("https://web.com")  # the recorded value, as it is
+    else:
+        assert isinstance(link, dg.TextMetadataValue), link
+        assert link.value == (
+            "none: Tableau gave no webpageUrl for it; find data source 'SampleDS' in project "
+            "'default'"
+        )
+    lookups = [s for s in replay.seen if s.startswith("GET") and "/datasources?" in s]
+    assert len(lookups) == 2  # before the publish, and after it for the page
 
 
 # --- unexpected replies -------------------------------------------------------------------------
