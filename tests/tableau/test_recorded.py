@@ -101,9 +101,9 @@ def replay() -> Iterator[Replay]:
     httpd.server_close()
 
 
-@pytest.fixture
-def client(replay: Replay) -> Iterator[TableauClient]:
-    resource = TableauServerResource(
+def replay_server(replay: Replay) -> TableauServerResource:
+    """The resource for the replaying server: site Samples, no retries, fast job polls."""
+    return TableauServerResource(
         server_url=replay.url,
         site="Samples",
         token_name="ci",
@@ -114,7 +114,11 @@ def client(replay: Replay) -> Iterator[TableauClient]:
         job_poll_max_seconds=0.02,
         job_timeout_seconds=10.0,
     )
-    with resource.client() as signed:
+
+
+@pytest.fixture
+def client(replay: Replay) -> Iterator[TableauClient]:
+    with replay_server(replay).client() as signed:
         yield signed
 
 
@@ -230,14 +234,7 @@ def test_the_publish_asset_links_the_page_the_server_gives_and_never_makes_one_u
     database = tmp_path / "sample.hyper"
     resources = {
         "io_manager": HyperIOManager(database=str(database), staging_dir=str(tmp_path / "staging")),
-        "tableau": TableauServerResource(
-            server_url=replay.url,
-            site="Samples",
-            token_name="ci",
-            token_secret="s3cret",
-            api_version="3.14",
-            max_retries=0,
-        ),
+        "tableau": replay_server(replay),
     }
     assert dg.materialize([carriers], resources=resources).success
     result = dg.materialize([carriers, published], selection=[published.key], resources=resources)
