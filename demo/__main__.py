@@ -23,8 +23,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stderr
+from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +39,8 @@ from demo.definitions import (
     build_definitions,
     flights_datasource,
     local_emulator,
-    spark_config,
 )
+from demo.spark import spark_config, stderr_to
 from demo.ui import dagster_home
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import HyperSettings, SharedHyper
@@ -62,25 +61,6 @@ class Story:
 
     def step(self, text: str) -> None:
         print(f"\n[{time.perf_counter() - self.started:6.1f} s] {text}", flush=True)
-
-
-@contextmanager
-def stderr_to(path: Path) -> Iterator[None]:
-    """File descriptor 2 goes to `path` inside the block, for what the JVM prints at start.
-
-    A process started inside (Spark's JVM) keeps writing there; this one gets its
-    terminal back.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with path.open("ab") as log:
-        os.dup2(log.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def start_spark(master: str, log: Path) -> None:

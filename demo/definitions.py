@@ -19,10 +19,10 @@ from dagster import (
     in_process_executor,
     run_status_sensor,
 )
-from dagster_pyspark import PySparkResource
 
 from demo.assets import Landing, airlines, airports, flights, planes, weather
 from demo.checks import FACTS, FRESHNESS_CHECKS, build_checks
+from demo.spark import DemoSpark, spark_config
 from hyper_assets import HyperIOManager, TableauServerResource, tableau_datasource_asset
 from hyper_assets.sensors import landing_sensor
 
@@ -30,8 +30,6 @@ DAY_IN_NAME = r"_(\d{4}-\d{2}-\d{2})\.parquet$"
 DATASOURCE = "nycflights13"
 #: A project name or path ("Sales/EMEA"); the built-in project of a site is "Default".
 PROJECT = os.environ.get("TABLEAU_PROJECT", "Default")
-#: Spark's own log: errors only (demo/log4j2.properties), no banner.
-LOG4J = Path(__file__).with_name("log4j2.properties").absolute()
 
 #: The published data source, downstream of every table of the file.
 flights_datasource = tableau_datasource_asset(
@@ -124,21 +122,14 @@ def build_definitions(
         ],
         resources={
             "io_manager": HyperIOManager(database=database),
-            "pyspark": PySparkResource(spark_config=spark_config(spark_master)),
+            "pyspark": DemoSpark(
+                spark_config=spark_config(spark_master),
+                log=str(Path(database).parent / "spark.log"),
+            ),
             "landing": Landing(directory=landing),
             "tableau": tableau or local_emulator(),
         },
     )
-
-
-def spark_config(master: str) -> dict[str, str]:
-    """Spark for the demo: no web UI, no progress bars, errors only in its log."""
-    return {
-        "spark.master": master,
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J.as_uri()}",
-    }
 
 
 EMULATOR_URL = "http://127.0.0.1:8765"
