@@ -101,16 +101,16 @@ class HyperIOManager(ConfigurableIOManager):
         "Spark Connect channel; nothing shared with the cluster) or 'auto' (shared when "
         "Spark can read staging_dir, else stream).",
     )
-    auto_compact: AutoCompact | None = Field(
-        default_factory=AutoCompact,
-        description="When to compact the file after a write (replaced partitions leave "
-        "space Hyper reuses only in part); None: never, call compact() yourself.",
-    )
     staging_compression: str = Field(
         default="snappy",
         description="Parquet compression of staged files. 'snappy' (default) halves the "
         "staged bytes and Spark's memory at no measurable cost here; 'none' and 'zstd' "
         "also work.",
+    )
+    auto_compact: AutoCompact | None = Field(
+        default_factory=AutoCompact,
+        description="When to compact the file after a write (replaced partitions leave "
+        "space Hyper reuses only in part); None: never, call compact() yourself.",
     )
 
     _staging: StagingArea | None = PrivateAttr(default=None)
