@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -153,24 +153,6 @@ def test_a_wrong_secret_is_a_clear_error_that_never_shows_the_secret(
     shown = [str(err), repr(err), repr(resource), str(resource)]
     shown += [record.getMessage() for record in records]
     assert records and not [text for text in shown if WRONG_SECRET in text]
-
-
-def test_the_secret_can_come_from_an_env_var_in_a_dagster_run(
-    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TEST_TABLEAU_SECRET", TOKEN_SECRET)
-    resource = settings(emulator, token_secret=dg.EnvVar("TEST_TABLEAU_SECRET"))
-
-    @dg.asset
-    def project_id(tableau: TableauServerResource) -> str:
-        with tableau.client() as client:
-            return client.project("Default").id
-
-    result = dg.materialize([project_id], resources={"tableau": resource})
-    assert result.output_for_node("project_id")
-    assert TOKEN_SECRET not in repr(resource)
-    with resource.client() as outside:  # outside a run the EnvVar is read by the client
-        assert outside.project("Default").name == "Default"
 
 
 def test_a_401_signs_in_again_once_and_then_gives_up(
@@ -338,11 +320,24 @@ def test_the_emulator_checks_the_jwts_expiry_audience_and_scopes(emulator: Emula
         assert c.upload_file(Path(__file__))
 
 
-def test_a_connected_apps_secret_comes_from_an_env_var_in_a_dagster_run(
-    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("build", "field", "secret"),
+    [
+        pytest.param(settings, "token_secret", TOKEN_SECRET, id="token"),
+        pytest.param(
+            connected_app, "connected_app_secret_value", APP.secret_value, id="connected-app"
+        ),
+    ],
+)
+def test_a_secret_can_come_from_an_env_var_in_a_dagster_run(
+    emulator: Emulator,
+    monkeypatch: pytest.MonkeyPatch,
+    build: Callable[..., TableauServerResource],
+    field: str,
+    secret: str,
 ) -> None:
-    monkeypatch.setenv("TEST_APP_SECRET", APP.secret_value)
-    resource = connected_app(emulator, connected_app_secret_value=dg.EnvVar("TEST_APP_SECRET"))
+    monkeypatch.setenv("TEST_TABLEAU_SECRET", secret)
+    resource = build(emulator, **{field: dg.EnvVar("TEST_TABLEAU_SECRET")})
 
     @dg.asset
     def project_id(tableau: TableauServerResource) -> str:
@@ -351,7 +346,9 @@ def test_a_connected_apps_secret_comes_from_an_env_var_in_a_dagster_run(
 
     result = dg.materialize([project_id], resources={"tableau": resource})
     assert result.output_for_node("project_id")
-    assert APP.secret_value not in repr(resource)
+    assert secret not in repr(resource)
+    with resource.client() as outside:  # outside a run the EnvVar is read by the client
+        assert outside.project("Default").name == "Default"
 
 
 def test_one_way_to_sign_in_must_be_configured(emulator: Emulator) -> None:
