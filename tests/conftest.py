@@ -1,7 +1,9 @@
-"""Shared fixtures: one real hyperd and one local Spark session per test session."""
+"""Shared fixtures: one real hyperd and one local Spark session per test session, and the
+library's log records."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,3 +49,18 @@ def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from dagster_ui import free_port, run_demo
 
     return run_demo(tmp_path_factory.mktemp("demo") / "data", free_port())
+
+
+@pytest.fixture
+def records() -> Iterator[list[logging.LogRecord]]:
+    """Every log record of hyper_assets, DEBUG and up, while the test runs."""
+    found: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = found.append  # type: ignore[method-assign]
+    logger = logging.getLogger("hyper_assets")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield found
+    logger.removeHandler(handler)
+    logger.setLevel(level)

@@ -457,3 +457,14 @@ def test_a_compaction_without_disk_space_leaves_the_write_done(
         )[0]
     assert count == expected.num_rows
     assert amount == pytest.approx(sum(expected["amount"].to_pylist()))
+
+
+def test_an_unreadable_compaction_record_is_written_again(hyper, tmp_path, records):
+    """The record is advice: a damaged one is replaced by the file as it is now."""
+    database = filled(hyper, tmp_path / "noted.hyper", 10_000)
+    Compacted.path(database).write_text("{not json")
+    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    assert compact_if_grown(resource, database, AutoCompact(min_bytes=0)) is None
+    (warning,) = [r for r in records if r.levelname == "WARNING"]
+    assert "noted.hyper.compacted.json" in warning.getMessage()
+    assert Compacted.read(database) == Compacted(database.stat().st_size, 6_667)

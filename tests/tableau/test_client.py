@@ -74,21 +74,6 @@ def client(emulator: Emulator) -> Iterator[TableauClient]:
         yield signed
 
 
-@pytest.fixture
-def records() -> Iterator[list[logging.LogRecord]]:
-    """Every log record of hyper_assets, DEBUG and up, while the test runs."""
-    found: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = found.append  # type: ignore[method-assign]
-    logger = logging.getLogger("hyper_assets")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield found
-    logger.removeHandler(handler)
-    logger.setLevel(level)
-
-
 def rows(ids: range) -> list[tuple[int, str]]:
     """Sale rows, sorted as `hyper_files.read` sorts them."""
     return sorted(((i, f"sale {i}") for i in ids), key=repr)
