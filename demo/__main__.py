@@ -11,8 +11,8 @@
 Every run, materialisation and check result is recorded in data/dagster_home/, the
 instance `make ui` opens. 2013-12-31 is left to land while the UI runs (the README's
 walk-through). Running it again is safe: partitions are replaced, not appended, the file
-is compacted once the replaced year has left a third of it unused, and the publish sends only
-what changed.
+is compacted once the replaced year has left a third of it unused, and the publish sends
+only what changed.
 """
 
 from __future__ import annotations
