@@ -612,8 +612,8 @@ def test_a_hyper_failure_mid_refresh_keeps_old_rows_columns_and_keys(
     )
     original = ingest._insert
 
-    def insert_then_fail(connection, write, target, files):
-        original(connection, write, target, files)
+    def insert_then_fail(connection, write, target, staged):
+        original(connection, write, target, staged)
         connection.execute_command("SELECT 1/0")
 
     monkeypatch.setattr(ingest, "_insert", insert_then_fail)
