@@ -17,6 +17,7 @@ The caller closes the connection afterwards: only then is the change durable.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,7 +40,7 @@ from hyper_assets.errors import (
 )
 from hyper_assets.partitions import Window
 from hyper_assets.spec import WriteMode
-from hyper_assets.staging import is_arrow_stream, staged_row_count, stream_schema
+from hyper_assets.staging import Staged, is_arrow_stream, stream_schema
 from hyper_assets.tables import (
     Catalog,
     Keys,
@@ -77,7 +78,7 @@ class WriteResult:
     notes: tuple[str, ...] = ()
 
 
-def external_sql(files: list[Path]) -> str:
+def external_sql(files: Sequence[Path]) -> str:
     """The staged files as a FROM item: Parquet parts, or Arrow IPC streams.
 
     Hyper infers a Parquet file's columns; an Arrow stream's it must be told, with the
@@ -99,27 +100,27 @@ def external_sql(files: list[Path]) -> str:
     return f"({scans}) AS staged"
 
 
-def source_sql(files: list[Path], columns: list[Column]) -> str:
+def source_sql(files: Sequence[Path], columns: list[Column]) -> str:
     """The staged `files` as a subquery `src` with `columns`' Hyper types."""
     select = ", ".join(f"{c.load_sql} AS {escape_name(c.name)}" for c in columns)
     return f"(SELECT {select} FROM {external_sql(files)}) AS src"
 
 
-def _insert(connection: Connection, write: Write, target: TableName, files: list[Path]) -> int:
+def _insert(connection: Connection, write: Write, target: TableName, staged: Staged) -> int:
     """INSERTs the staged rows; returns the row count.
 
     Every staged row must arrive: with a partition filter, rows outside it abort the
-    transaction; without one, a count that differs from the staged files' is an error.
+    transaction; without one, a count that differs from `staged.rows` is an error.
     """
-    if not files:
+    if not staged.files:
         return 0
     names = ", ".join(escape_name(c.name) for c in write.columns)
     where = f" WHERE {write.where}" if write.where else ""
-    source = source_sql(files, write.columns)
+    source = source_sql(staged.files, write.columns)
     loaded = connection.execute_command(
         f"INSERT INTO {target} ({names}) SELECT {names} FROM {source}{where}"
     )
-    expected = staged_row_count(files)
+    expected = staged.rows
     if loaded != expected and write.where:
         raise SchemaMismatchError(
             f"{expected - loaded} of {expected} rows for {table_label(write.table)} fall "
@@ -136,7 +137,7 @@ def _insert(connection: Connection, write: Write, target: TableName, files: list
 
 
 def _explain(
-    connection: Connection, error: HyperException, write: Write, files: list[Path]
+    connection: Connection, error: HyperException, write: Write, files: Sequence[Path]
 ) -> Exception:
     """Turns Hyper's message into an error that names the table and says what to do."""
     label, text = table_label(write.table), str(error)
@@ -156,7 +157,7 @@ def _explain(
 
 
 def _null_error(
-    connection: Connection, write: Write, files: list[Path]
+    connection: Connection, write: Write, files: Sequence[Path]
 ) -> NullInNotNullColumnError:
     """Names the columns that brought NULLs into a NOT NULL column."""
     counts = ", ".join(
@@ -195,30 +196,30 @@ def _check_keys(write: Write) -> None:
         )
 
 
-def write_table(connection: Connection, write: Write, files: list[Path]) -> WriteResult:
-    """Runs `write` with the staged `files`; on any error the table's rows are as they were."""
+def write_table(connection: Connection, write: Write, staged: Staged) -> WriteResult:
+    """Runs `write` with the `staged` rows; on any error the table's rows are as they were."""
     started = time.perf_counter()
     _check_keys(write)
     catalog = Catalog(connection)
     keys, notes = catalog.check_foreign_keys(write.table, write.keys)
     write = replace(write, keys=keys)
     try:
-        loaded = _write(connection, catalog, write, files)
+        loaded = _write(connection, catalog, write, staged)
     except HyperException as error:
-        raise _explain(connection, error, write, files) from error
+        raise _explain(connection, error, write, staged.files) from error
     where = f" WHERE {write.where}" if write.where else ""
     (count,) = connection.execute_list_query(f"SELECT COUNT(*) FROM {write.table}{where}")[0]
     return WriteResult(loaded, int(count), time.perf_counter() - started, tuple(notes))
 
 
-def _write(connection: Connection, catalog: Catalog, write: Write, files: list[Path]) -> int:
+def _write(connection: Connection, catalog: Catalog, write: Write, staged: Staged) -> int:
     table = write.table
     if not catalog.exists(table):
         with transaction(connection):
             connection.execute_command(f"CREATE SCHEMA IF NOT EXISTS {table.schema_name}")
             for statement in create_table_sql(table, write.columns, write.keys):
                 connection.execute_command(statement)
-            return _insert(connection, write, table, files)
+            return _insert(connection, write, table, staged)
     stored = catalog.columns(table)
     if write.mode == WriteMode.REPLACE:
         nullability = {c.name: c.nullable for c in stored}
@@ -226,7 +227,7 @@ def _write(connection: Connection, catalog: Catalog, write: Write, files: list[P
             nullability[c.name] == c.nullable for c in write.columns
         )
         if not same or catalog.keys_conflict(table, write.keys):
-            return _swap(connection, catalog, write, files)
+            return _swap(connection, catalog, write, staged)
     else:
         require_same_schema(table, stored, write.columns)
     catalog.add_missing_keys(table, write.keys)
@@ -235,12 +236,12 @@ def _write(connection: Connection, catalog: Catalog, write: Write, files: list[P
             connection.execute_command(f"TRUNCATE TABLE {table}")
         elif write.mode == WriteMode.PARTITION:
             connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
-        elif write.mode == WriteMode.UPSERT and files:
-            _delete_upserted(connection, write, files)
-        return _insert(connection, write, table, files)
+        elif write.mode == WriteMode.UPSERT and staged.files:
+            _delete_upserted(connection, write, staged.files)
+        return _insert(connection, write, table, staged)
 
 
-def _delete_upserted(connection: Connection, write: Write, files: list[Path]) -> None:
+def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]) -> None:
     """Deletes the rows whose key arrives; keys must be unique and not NULL."""
     table, key = write.table, write.keys.primary_key
     names = ", ".join(escape_name(k) for k in key)
@@ -262,7 +263,7 @@ def _delete_upserted(connection: Connection, write: Write, files: list[Path]) ->
     )
 
 
-def _swap(connection: Connection, catalog: Catalog, write: Write, files: list[Path]) -> int:
+def _swap(connection: Connection, catalog: Catalog, write: Write, staged: Staged) -> int:
     """Full refresh with new columns or keys: load a new table, then DROP + RENAME."""
     table = write.table
     referencing = catalog.referencing_tables(table)
@@ -279,7 +280,7 @@ def _swap(connection: Connection, catalog: Catalog, write: Write, files: list[Pa
         with transaction(connection):
             for statement in create_table_sql(staging, write.columns, write.keys):
                 connection.execute_command(statement)
-            loaded = _insert(connection, write, staging, files)
+            loaded = _insert(connection, write, staging, staged)
         with transaction(connection):
             connection.execute_command(f"DROP TABLE {table}")
             connection.execute_command(

@@ -49,6 +49,7 @@ from hyper_assets.spark import active_session, restore_types
 from hyper_assets.spec import TableSpec, WriteMode, input_columns
 from hyper_assets.staging import (
     S3Staging,
+    Staged,
     StagingArea,
     is_arrow_stream,
     parse_root,
@@ -165,17 +166,17 @@ class HyperIOManager(ConfigurableIOManager):
         with self.staging.directory("write") as directory:
             if isinstance(obj, SparkDataFrame):
                 mode = resolve_mode(self.staging_mode, obj.sparkSession, self.staging, label)
-                files = stage(obj, mode, self.staging, directory, self.staging_compression, label)
+                staged = stage(obj, mode, self.staging, directory, self.staging_compression, label)
                 transfer = {"staging_mode": mode.value}
-                if files:  # an empty frame stages nothing
-                    staged = "arrow stream" if is_arrow_stream(files[0]) else "parquet"
-                    transfer["staged_format"] = staged
+                if staged.files:  # an empty frame stages nothing
+                    arrows = is_arrow_stream(staged.files[0])
+                    transfer["staged_format"] = "arrow stream" if arrows else "parquet"
             else:
-                files = stage_arrow(obj, directory, self.staging_compression)
+                staged = stage_arrow(obj, directory, self.staging_compression)
                 transfer = {}
-            staged = time.perf_counter()
+            loading = time.perf_counter()
             result, table_rows, partition_rows = self._write(
-                write, files, _range_counter(context, spec, columns)
+                write, staged, _range_counter(context, spec, columns)
             )
         for note in result.notes:
             context.log.warning(note)
@@ -189,8 +190,8 @@ class HyperIOManager(ConfigurableIOManager):
             | counts
             | {
                 "rows_loaded": result.rows_loaded,
-                "stage_seconds": round(staged - started, 3),
-                "load_seconds": round(time.perf_counter() - staged, 3),
+                "stage_seconds": round(loading - started, 3),
+                "load_seconds": round(time.perf_counter() - loading, 3),
                 "write_mode": write.mode.value,
             }
             | transfer
@@ -198,19 +199,20 @@ class HyperIOManager(ConfigurableIOManager):
         )
 
     def _write(
-        self, write: Write, files: list[Path], count_partitions: _PartitionCounter | None
+        self, write: Write, staged: Staged, count_partitions: _PartitionCounter | None
     ) -> tuple[WriteResult, int, dict[str, int]]:
         """The write's result, the rows of the whole table after it, and of each partition
         of a backfilled range (counted under the same lock: what this write left)."""
-        with self.hyper.lock(self.database), self._recorded(write, files) as connection:
-            result = write_table(connection, write, files)
+        with self.hyper.lock(self.database), self._recorded(write, staged) as connection:
+            result = write_table(connection, write, staged)
             rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {write.table}")
             partition_rows = count_partitions(connection) if count_partitions else {}
             return result, int(rows), partition_rows
 
     @contextmanager
-    def _recorded(self, write: Write, files: list[Path]) -> Iterator[Connection]:
-        """A connection to make `write` through, recorded for the next publish.
+    def _recorded(self, write: Write, staged: Staged) -> Iterator[Connection]:
+        """A connection to make `write` (of the `staged` rows) through, recorded for the
+        next publish.
 
         The caller holds the database's lock. A write that fails leaves its record pending;
         the next writer or publisher settles it (`hyper_assets.outbox`).
@@ -218,7 +220,7 @@ class HyperIOManager(ConfigurableIOManager):
         outbox = Outbox(self.database)
         with self.hyper.open(self.database) as connection:
             outbox.settle(connection)
-            change = outbox.record(connection, write, files)
+            change = outbox.record(connection, write, staged)
             yield connection
         if change:
             outbox.commit(change)
@@ -241,7 +243,8 @@ class HyperIOManager(ConfigurableIOManager):
                 asset.partitions_def, partition_keys, spec.partition_expr, columns, spec.label
             )
             write = Write(table, columns, WriteMode.PARTITION, window=window)
-            with self._recorded(write, []) as connection, transaction(connection):
+            nothing = Staged((), 0)  # a delete stages no rows
+            with self._recorded(write, nothing) as connection, transaction(connection):
                 deleted = connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
         self._compact_if_grown(_log)
         return deleted

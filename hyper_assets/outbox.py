@@ -37,7 +37,7 @@ from hyper_assets.errors import CorruptFileError
 from hyper_assets.ingest import Write, source_sql
 from hyper_assets.partitions import Window
 from hyper_assets.spec import DECLARED_MODES, WriteMode
-from hyper_assets.staging import staged_row_count
+from hyper_assets.staging import Staged
 from hyper_assets.tables import Catalog
 
 T = TypeVar("T")
@@ -154,12 +154,13 @@ class Outbox:
             paths[0], lambda record: datetime.fromisoformat(record["recorded_at"]), RECORD_WAY_OUT
         )
 
-    def record(self, connection: Connection, write: Write, files: list[Path]) -> Change | None:
-        """Before `write` runs: its pending record, and the rows or keys it must keep.
+    def record(self, connection: Connection, write: Write, staged: Staged) -> Change | None:
+        """Before `write` runs with the `staged` rows: its pending record, and the rows or
+        keys it must keep.
 
         Returns None when nothing needs recording (no tracking yet, or no rows to add).
         """
-        if not self.tracking or (write.mode in DECLARED_MODES and not files):
+        if not self.tracking or (write.mode in DECLARED_MODES and not staged.files):
             return None
         seq = read_json(self._state, lambda body: int(body["next_seq"]), STATE_WAY_OUT)
         write_json(self._state, {"next_seq": seq + 1})
@@ -167,14 +168,14 @@ class Outbox:
         captured = None
         if write.mode == WriteMode.APPEND:
             before = _count(connection, write.table)
-            change = replace(change, rows=staged_row_count(files), rows_before=before)
+            change = replace(change, rows=staged.rows, rows_before=before)
             captured = "*"
         elif write.mode == WriteMode.UPSERT:
-            change = replace(change, key=write.keys.primary_key, rows=staged_row_count(files))
+            change = replace(change, key=write.keys.primary_key, rows=staged.rows)
             captured = "DISTINCT " + ", ".join(escape_name(k) for k in change.key)
         write_json(self._path(seq, pending=True), change.to_json())
         if captured:
-            source = source_sql(files, write.columns)
+            source = source_sql(staged.files, write.columns)
             self._capture(connection, change, f"SELECT {captured} FROM {source}")
         return change
 

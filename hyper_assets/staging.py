@@ -1,7 +1,8 @@
 """Staging areas: the files Hyper bulk-loads, and the Parquet exports that loads read.
 
 Staged files are Parquet (Spark's parts, an Arrow table) or an Arrow IPC stream (rows
-streamed from Spark Connect, `hyper_assets.transfer`).
+streamed from Spark Connect, `hyper_assets.transfer`). Whatever stages them returns a
+`Staged`: the files and their rows, counted once, which the write checks and records.
 
 A staging directory lives under a root on this machine: a local temp directory by
 default, or a shared file system that a cluster writes to. With a remote root (an
@@ -19,7 +20,7 @@ import shutil
 import socket
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,11 +303,19 @@ def part_files(directory: Path) -> list[Path]:
     )
 
 
-def stage_arrow(table: pa.Table, directory: Path, compression: str) -> list[Path]:
+@dataclass(frozen=True)
+class Staged:
+    """The files staged for one write, and the rows they hold (counted once, when staged)."""
+
+    files: tuple[Path, ...]
+    rows: int
+
+
+def stage_arrow(table: pa.Table, directory: Path, compression: str) -> Staged:
     """Writes an Arrow table as one Parquet file."""
     path = directory / "part-0.parquet"
     pq.write_table(table, path, compression=compression)
-    return [path]
+    return Staged((path,), table.num_rows)
 
 
 def _stream_readable(t: pa.DataType) -> bool:
@@ -336,13 +345,6 @@ def stream_schema(path: Path) -> pa.Schema:
         return reader.schema
 
 
-def staged_row_count(files: list[Path]) -> int:
-    """Rows in the staged files, from Parquet footers or Arrow batch headers."""
-    rows = 0
-    for path in files:
-        if is_arrow_stream(path):
-            with pa.memory_map(str(path)) as source, pa.ipc.open_stream(source) as reader:
-                rows += sum(batch.num_rows for batch in reader)  # memory-mapped: no copy
-        else:
-            rows += pq.read_metadata(path).num_rows
-    return rows
+def staged_row_count(files: Sequence[Path]) -> int:
+    """Rows in Parquet files another process wrote (Spark's parts), from their footers."""
+    return sum(pq.read_metadata(path).num_rows for path in files)

@@ -47,6 +47,7 @@ from hyper_assets.errors import (
 )
 from hyper_assets.spark import prepare_frame
 from hyper_assets.staging import (
+    Staged,
     StagingArea,
     arrow_stream_readable,
     part_files,
@@ -193,7 +194,7 @@ def stage(
     directory: Path,
     compression: str,
     table: str,
-) -> list[Path]:
+) -> Staged:
     """Brings `df`'s rows into local files under `directory`, the way `mode` says."""
     if mode is StagingMode.SHARED:
         return _stage_shared(df, area, directory, compression, table)
@@ -202,7 +203,7 @@ def stage(
 
 def _stage_shared(
     df: DataFrame, area: StagingArea, directory: Path, compression: str, table: str
-) -> list[Path]:
+) -> Staged:
     """Has Spark write `df` as Parquet parts; fails unless this process sees every row."""
     target = directory / "parts"
     counted, observation = _counted(df)
@@ -227,11 +228,12 @@ def _stage_shared(
             f"process sees {seen} there: the cluster and this process do not share "
             f"{area.label}. Nothing was written; {table} is unchanged. {WAYS_OUT}"
         )
-    return files
+    return Staged(tuple(files), seen)
 
 
-def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> list[Path]:
-    """Receives `df` (Spark Connect) as Arrow batches into local files (`_Sink`).
+def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> Staged:
+    """Receives `df` (Spark Connect) as Arrow batches into local files (`_Sink`), counting
+    the rows as they arrive: the files are not read back to count them.
 
     `to_table_as_iterator` is the Connect client's own batch iterator behind
     `toLocalIterator`; pyspark has no public API that yields Arrow batches.
@@ -253,7 +255,7 @@ def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> lis
             f"Spark produced {written} rows of {table} but {received} arrived through the "
             "Spark Connect channel; nothing was written. Run the step again."
         )
-    return sink.paths
+    return Staged(tuple(sink.paths), received)
 
 
 class _Sink:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from tableauhyperapi import Connection, CreateMode, HyperException
 
+from hyper_assets import staging
 from hyper_assets.process import SharedHyper
 
 
@@ -47,3 +51,29 @@ def crash_hyperd(hyper: SharedHyper, scratch: Path) -> None:
             assert "closed the connection" in str(error)
         else:
             raise AssertionError("this hyperd survived the UPDATE that crashes 0.0.26963")
+
+
+@contextmanager
+def staged_row_counts() -> Iterator[list[list[Path]]]:
+    """The files of each call of `staging.staged_row_count` while the block runs, from
+    whichever module of hyper_assets calls it; the real count runs (a spy, not a mock)."""
+    count = staging.staged_row_count
+    calls: list[list[Path]] = []
+
+    def counting(files: Sequence[Path]) -> int:
+        calls.append(list(files))
+        return count(files)
+
+    callers = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.split(".")[0] == "hyper_assets"
+        and getattr(module, "staged_row_count", None) is count
+    ]
+    for module in callers:
+        module.staged_row_count = counting
+    try:
+        yield calls
+    finally:
+        for module in callers:
+            module.staged_row_count = count

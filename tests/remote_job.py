@@ -3,7 +3,8 @@
 `python remote_job.py SPARK_CONFIG_JSON DATABASE STAGING_MODE STEPS_JSON [STAGING_DIR]`
 runs each step `[asset, tags]` with `dagster.materialize` (the asset's upstream, if any,
 is loaded from the file) and prints one JSON line: per step, whether it succeeded, its error's class
-and message, its materialisation metadata, and the process's peak RSS before and after.
+and message, its materialisation metadata, the process's peak RSS before and after, and how
+often staged files were counted (`staged_row_counts`).
 Tags: `start` / `end` (the ids), `label`, `partitions` (Spark's, default 2) and `day`
 (the partition key of `readings`).
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from dagster import AssetIn, DailyPartitionsDefinition, asset, materialize
 from dagster_pyspark import PySparkResource
+from helpers import staged_row_counts
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from test_types import ROWS_SQL, as_text
@@ -123,16 +125,18 @@ def main(
     for name, tags in steps:
         assets = [ASSETS[name], *([UPSTREAM[name]] if name in UPSTREAM else [])]
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-        result = materialize(
-            assets,
-            resources=resources,
-            selection=[name],
-            partition_key=tags.get("day"),
-            tags={k: str(v) for k, v in tags.items()},
-            raise_on_error=False,
-        )
+        with staged_row_counts() as counts:
+            result = materialize(
+                assets,
+                resources=resources,
+                selection=[name],
+                partition_key=tags.get("day"),
+                tags={k: str(v) for k, v in tags.items()},
+                raise_on_error=False,
+            )
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-        outcomes.append(_outcome(result) | {"peak_mb_before": before, "peak_mb_after": after})
+        measured = {"peak_mb_before": before, "peak_mb_after": after}
+        outcomes.append(_outcome(result) | measured | {"staged_row_counts": len(counts)})
     print(json.dumps(outcomes))
 
 

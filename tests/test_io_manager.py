@@ -19,7 +19,7 @@ from dagster import (
     asset,
     materialize,
 )
-from helpers import query, table_rows
+from helpers import query, staged_row_counts, table_rows
 from pyspark.sql import DataFrame
 
 from hyper_assets import (
@@ -33,6 +33,7 @@ from hyper_assets import (
     UnsupportedTypeError,
     ingest,
 )
+from hyper_assets.outbox import Outbox
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 
@@ -612,8 +613,8 @@ def test_a_hyper_failure_mid_refresh_keeps_old_rows_columns_and_keys(
     )
     original = ingest._insert
 
-    def insert_then_fail(connection, write, target, files):
-        original(connection, write, target, files)
+    def insert_then_fail(connection, write, target, staged):
+        original(connection, write, target, staged)
         connection.execute_command("SELECT 1/0")
 
     monkeypatch.setattr(ingest, "_insert", insert_then_fail)
@@ -647,3 +648,31 @@ def test_staging_is_empty_after_success_and_failure(spark, database):
     with pytest.raises(Exception, match="boom"):
         materialize([staged], resources={"io_manager": io(database)})
     assert list(staging.iterdir()) == []
+
+
+@pytest.mark.parametrize(("frame", "counts"), [("spark", 1), ("arrow", 0)])
+def test_a_write_counts_its_staged_rows_once(spark, hyper, database, frame, counts):
+    """Staged rows are counted once, when staged: Spark's parts from their footers (to
+    check them against Spark's own count), an Arrow table by its length. The insert's
+    check and the outbox's record of an append take that count, not the files again."""
+
+    def rows(start: int, end: int) -> DataFrame | pa.Table:
+        if frame == "spark":
+            return spark.sql(f"SELECT id FROM range({start}, {end})")
+        return pa.table({"id": pa.array(range(start, end), pa.int64())})
+
+    batch = {"rows": rows(0, 3)}
+
+    @asset(metadata={"write_mode": "append"})
+    def log():
+        return batch["rows"]
+
+    run([log], database)
+    Outbox(database).start_tracking()
+    batch["rows"] = rows(3, 8)
+    with staged_row_counts() as calls:
+        run([log], database)
+    assert len(calls) == counts, calls
+    (change,) = Outbox(database).changes()
+    assert (change.kind, change.rows, change.rows_before) == ("append", 5, 3)
+    assert table_rows(hyper, database, '"Extract".log') == [(i,) for i in range(8)]

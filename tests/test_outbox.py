@@ -91,11 +91,11 @@ def test_a_failed_write_leaves_a_record_the_next_write_settles(io_manager: Hyper
 def crash_after_write(io_manager: HyperIOManager, table: pa.Table, staging: Path) -> None:
     """The IO manager's steps for an append, stopping before the record's commit."""
     write_ = Write(EVENTS, columns_from_arrow(table.schema, "events", 2), "append")
-    files = stage_arrow(table, staging, "snappy")
+    staged = stage_arrow(table, staging, "snappy")
     with io_manager.hyper.connect(io_manager.database) as connection:
         outbox = Outbox(io_manager.database)
-        outbox.record(connection, write_, files)
-        write_table(connection, write_, files)
+        outbox.record(connection, write_, staged)
+        write_table(connection, write_, staged)
 
 
 def settle(io_manager: HyperIOManager) -> Outbox:

@@ -22,6 +22,8 @@ import pytest
 from cluster import EXECUTOR_CONF, can_unshare, connect_server, standalone_cluster
 from helpers import query
 
+from hyper_assets.outbox import Outbox
+
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
 
@@ -172,6 +174,22 @@ def test_append_and_upsert(hyper, remote, tmp_path):
         ["a", 100, 100, 0, 99],
         ["b", 150, 150, 100, 249],
     ]
+    assert summary_of(hyper, database, "prices") == [["a", 50, 50, 0, 49], ["b", 100, 100, 50, 149]]
+
+
+def test_streamed_rows_are_counted_as_they_arrive_and_never_read_back(hyper, remote, tmp_path):
+    """The Arrow streams' rows are counted as they arrive (and checked against Spark's
+    own count); the insert's check and the outbox's records take that count, so no write
+    walks the streams' batches to count them again."""
+    database = tmp_path / "remote.hyper"
+    Outbox(database).start_tracking()
+    steps = [step("events", 0, 100, "a"), step("prices", 0, 100, "a"), step("prices", 50, 150, "b")]
+    outcomes = ok(run(remote, database, steps))
+    assert [o["metadata"]["staged_format"] for o in outcomes] == ["arrow stream"] * 3
+    assert [o["staged_row_counts"] for o in outcomes] == [0, 0, 0]
+    changes = [(c.kind, c.rows, c.rows_before) for c in Outbox(database).changes()]
+    assert changes == [("append", 100, 0), ("upsert", 100, None), ("upsert", 100, None)]
+    assert summary_of(hyper, database, "events") == [["a", 100, 100, 0, 99]]
     assert summary_of(hyper, database, "prices") == [["a", 50, 50, 0, 49], ["b", 100, 100, 50, 149]]
 
 
