@@ -205,13 +205,14 @@ def partition_counts(
     columns: Sequence[Column],
     asset: str,
 ) -> dict[str, int]:
-    """Stored rows of each partition of `keys` (consecutive ones), 200 per scan of their window."""
+    """Stored rows of each partition of `keys` (one window: what one run writes), in scans
+    of that window counting 200 partitions each."""
+    scanned = partition_window(definition, keys, partition_expr, columns, asset)
     counts: dict[str, int] = {}
     for start in range(0, len(keys), 200):
         chunk = keys[start : start + 200]
         windows = (partition_window(definition, [k], partition_expr, columns, asset) for k in chunk)
         filters = ", ".join(f"COUNT(*) FILTER (WHERE {w.sql})" for w in windows)
-        scanned = partition_window(definition, chunk, partition_expr, columns, asset)
         (row,) = connection.execute_list_query(f"SELECT {filters} FROM {table} WHERE {scanned.sql}")
         counts.update(zip(chunk, row, strict=True))
     return counts

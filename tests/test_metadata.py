@@ -72,3 +72,54 @@ def test_tables_carry_their_file_uri_qualified_name_counts_and_key_roles(tmp_pat
     assert [m["dagster/partition_row_count"].value for m in days] == [2, 3, 4]
     assert [m["range_row_count"].value for m in days] == [9] * 3
     assert [m["dagster/row_count"].value for m in days] == [10] * 3
+
+
+def test_a_one_run_backfill_of_many_multi_partitions_reports_each_cells_count(tmp_path: Path):
+    """213 (day, region) cells: more than one count query, and keys in Dagster's order."""
+    cells = dg.MultiPartitionsDefinition(
+        {
+            "day": dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-03-12"),
+            "region": dg.StaticPartitionsDefinition(["a", "b", "c"]),
+        }
+    )
+    width = {"a": 1, "b": 2, "c": 3}
+
+    @dg.asset(
+        partitions_def=cells,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        metadata={"partition_expr": {"day": "day", "region": "region"}},
+    )
+    def sales(context: dg.AssetExecutionContext) -> pa.Table:
+        """Cell (day, region) has day-of-month times the region's width rows."""
+        keys = [k.keys_by_dimension for k in context.partition_keys]
+        rows = [
+            (dt.date.fromisoformat(k["day"]), k["region"])
+            for k in keys
+            for _ in range(dt.date.fromisoformat(k["day"]).day * width[k["region"]])
+        ]
+        days, regions = zip(*rows, strict=True)
+        return pa.table({"day": pa.array(days, pa.date32()), "region": list(regions)})
+
+    keys = cells.get_partition_keys()
+    assert len(keys) == 213
+    io_manager = HyperIOManager(
+        database=str(tmp_path / "cells.hyper"), hyper=HyperResource(log_dir=str(tmp_path / "logs"))
+    )
+    result = dg.materialize(
+        [sales],
+        resources={"io_manager": io_manager},
+        tags={
+            "dagster/asset_partition_range_start": keys[0],
+            "dagster/asset_partition_range_end": keys[-1],
+        },
+    )
+    counts = {
+        e.partition: e.materialization.metadata["dagster/partition_row_count"].value
+        for e in result.get_asset_materialization_events()
+    }
+    expected = {
+        str(k): dt.date.fromisoformat(k.keys_by_dimension["day"]).day
+        * width[k.keys_by_dimension["region"]]
+        for k in keys
+    }
+    assert counts == expected
