@@ -11,7 +11,7 @@
 Every run, materialisation and check result is recorded in data/dagster_home/, the
 instance `make ui` opens. 2013-12-31 is left to land while the UI runs (the README's
 walk-through). Running it again is safe: partitions are replaced, not appended, the file
-is compacted once the replaced year has left a third of it unused, and the publish sends
+is compacted once the year it replaced is half the rows it holds, and the publish sends
 only what changed.
 """
 

@@ -14,13 +14,12 @@ It holds the database's lock throughout, so no write through `HyperIOManager` (n
 publish) runs meanwhile. The change outbox beside the file (`<database>.outbox/`) names
 tables and windows, never file offsets: it stays valid and is left alone.
 
-Hyper cannot say how much of a file is free space, so the file's size and rows at its
-densest (right after a compaction, or when first seen) are recorded beside it
-(`<database>.compacted.json`): what its rows need.
-`compact_if_grown`, which `HyperIOManager` calls after each write (`AutoCompact`),
-compacts once the file holds `ratio` times that size per row, and `min_bytes` more.
-Replaced windows and deleted partitions trigger it; appends grow rows and bytes
-about alike (small ones leave partly filled blocks, which `min_bytes` makes not worth it).
+Hyper cannot say how much of a file is free space, but each write knows the rows it
+deleted or replaced, which is at most the space left behind. `HyperIOManager` adds them
+up beside the file (`<database>.deletions.json`, with the file's device and inode, so a
+file replaced by another starts from 0) and compacts once they reach `deleted_fraction`
+of the rows the file holds and their share of its bytes is `min_bytes` or more
+(`AutoCompact`, `compact_if_wasteful`). Appends delete nothing and never trigger it.
 """
 
 from __future__ import annotations
@@ -52,18 +51,18 @@ _log = logging.getLogger(__name__)
 
 
 class AutoCompact(Config):
-    """When `HyperIOManager` compacts its file after a write."""
+    """When `HyperIOManager` compacts its file after a write that deleted or replaced rows."""
 
-    ratio: float = Field(
-        default=1.5,
-        gt=1.0,
-        description="Compact once the file is this many times the size its rows took at "
-        "the last compaction (scaled by the rows it holds now).",
+    deleted_fraction: float = Field(
+        default=0.5,
+        gt=0.0,
+        description="Compact once the rows deleted or replaced since the file was last "
+        "compact reach this fraction of the rows it holds...",
     )
     min_bytes: int = Field(
         default=4 * MEGABYTE,
         ge=0,
-        description="... and compaction would save at least this many bytes.",
+        description="... and their share of the file's bytes is at least this many.",
     )
 
 
@@ -87,34 +86,39 @@ class CompactResult:
 
 
 @dataclass(frozen=True)
-class Compacted:
-    """The file's size and rows at its densest: what its rows need."""
+class Deletions:
+    """Rows deleted or replaced in one file (device, inode) since it was last compact."""
 
-    bytes: int
+    file_id: tuple[int, int]
     rows: int
 
     @staticmethod
     def path(database: Path) -> Path:
-        return database.with_name(f"{database.name}.compacted.json")
+        return database.with_name(f"{database.name}.deletions.json")
 
     @classmethod
-    def read(cls, database: Path) -> Compacted | None:
-        """The record, or None when there is none (or it cannot be read: it is advice)."""
+    def read(cls, database: Path) -> Deletions:
+        """The count for the file now at `database`: 0 if none is recorded for that file
+        (or the record cannot be read: it is advice, counted again from 0)."""
+        here = _file_id(database)
         try:
             body = json.loads(cls.path(database).read_text())
-            return cls(int(body["bytes"]), int(body["rows"]))
+            recorded = cls((int(body["device"]), int(body["inode"])), int(body["rows"]))
         except FileNotFoundError:
-            return None
+            return cls(here, 0)
         except (ValueError, KeyError, TypeError) as error:
-            _log.warning("Ignoring %s (%s); it is written again.", cls.path(database), error)
-            return None
+            _log.warning("Ignoring %s (%s): counting from 0.", cls.path(database), error)
+            return cls(here, 0)
+        return recorded if recorded.file_id == here else cls(here, 0)
 
     def write(self, database: Path) -> None:
-        write_json(self.path(database), {"bytes": self.bytes, "rows": self.rows})
+        device, inode = self.file_id
+        write_json(self.path(database), {"device": device, "inode": inode, "rows": self.rows})
 
-    def expected_bytes(self, rows: int) -> float:
-        """The size `rows` rows would take, packed as they were at the compaction."""
-        return self.bytes * rows / self.rows
+
+def _file_id(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino
 
 
 def file_version(connection: Connection, database: Path) -> int:
@@ -141,66 +145,70 @@ def compact(
     `CompactionError` when Hyper fails otherwise (a full disk, say).
     """
     path = Path(database).absolute()
+    with hyper.lock(path):
+        return _compact_locked(hyper, path, rewrite_rows)
+
+
+def _compact_locked(hyper: HyperResource, path: Path, rewrite_rows: bool) -> CompactResult:
+    """`compact()`, for a caller holding the database's lock."""
     copies = [path.with_name(f"{path.name}.compacting{n}") for n in (1, 2)]
     started = time.perf_counter()
-    with hyper.lock(path):
-        before = path.stat().st_size if path.exists() else 0
-        try:
-            with hyper.open(path, create=False) as connection:  # waits for other programs
-                version = file_version(connection, path)
-                rows = total_rows(connection)
-            for copy in copies:
-                copy.unlink(missing_ok=True)
-            _copy(hyper, path, copies[0], version)
-            result = copies[0]
-            if rewrite_rows:
-                _reload_tables(hyper, copies[0], path)
-                _copy(hyper, copies[0], copies[1], version)
-                result = copies[1]
-            fsync_path(result)
-            os.replace(result, path)
-            fsync_path(path.parent)
-        except HyperException as error:
-            if is_locked_error(error):
-                raise DatabaseLockedError(
-                    f"{path} was opened by another program (Tableau Desktop, another Hyper "
-                    "process) during its compaction, which was abandoned: the file is "
-                    "unchanged. Close it there and compact again."
-                ) from error
-            raise CompactionError(
-                f"Compacting {path} failed in Hyper: {error.main_message or error}; the "
-                "compaction was abandoned and the file is unchanged. If the disk is full, "
-                f"free {2 * before} bytes (twice the file) beside it and compact again."
+    before = path.stat().st_size if path.exists() else 0
+    try:
+        with hyper.open(path, create=False) as connection:  # waits for other programs
+            version = file_version(connection, path)
+        for copy in copies:
+            copy.unlink(missing_ok=True)
+        _copy(hyper, path, copies[0], version)
+        result = copies[0]
+        if rewrite_rows:
+            _reload_tables(hyper, copies[0], path)
+            _copy(hyper, copies[0], copies[1], version)
+            result = copies[1]
+        fsync_path(result)
+        os.replace(result, path)
+        fsync_path(path.parent)
+        Deletions(_file_id(path), 0).write(path)
+    except HyperException as error:
+        if is_locked_error(error):
+            raise DatabaseLockedError(
+                f"{path} was opened by another program (Tableau Desktop, another Hyper "
+                "process) during its compaction, which was abandoned: the file is "
+                "unchanged. Close it there and compact again."
             ) from error
-        finally:
-            for copy in copies:
-                copy.unlink(missing_ok=True)
-        after = path.stat().st_size
-        Compacted(after, rows).write(path)
-    return CompactResult(before, after, round(time.perf_counter() - started, 3))
+        raise CompactionError(
+            f"Compacting {path} failed in Hyper: {error.main_message or error}; the "
+            "compaction was abandoned and the file is unchanged. If the disk is full, "
+            f"free {2 * before} bytes (twice the file) beside it and compact again."
+        ) from error
+    except OSError as error:  # flushing or renaming the copy, or recording it
+        raise CompactionError(
+            f"Compacting {path} failed: {error}. The file holds the rows it held (the "
+            "original, or its compact copy); check the disk and compact again."
+        ) from error
+    finally:
+        for copy in copies:
+            copy.unlink(missing_ok=True)
+    return CompactResult(before, path.stat().st_size, round(time.perf_counter() - started, 3))
 
 
-def compact_if_grown(
-    hyper: HyperResource, database: str | Path, policy: AutoCompact
+def compact_if_wasteful(
+    hyper: HyperResource, database: str | Path, deleted_rows: int, policy: AutoCompact
 ) -> CompactResult | None:
-    """Compacts `database` when it pays by `policy`; None when it did not.
-
-    A file seen for the first time, or denser now than recorded, is recorded as it is.
-    """
+    """After a write that deleted or replaced `deleted_rows`, by a caller holding the
+    database's lock: counts them, and compacts when `policy` says it pays (else None)."""
+    if not deleted_rows:
+        return None
     path = Path(database).absolute()
-    with hyper.lock(path), hyper.open(path, create=False) as connection:
+    deletions = Deletions.read(path)
+    deletions = Deletions(deletions.file_id, deletions.rows + deleted_rows)
+    deletions.write(path)  # kept if the compaction fails: the next write tries again
+    with hyper.open(path, create=False) as connection:
         rows = total_rows(connection)
-        size = path.stat().st_size
-    last = Compacted.read(path)
-    if rows and (last is None or size * last.rows < last.bytes * rows):
-        Compacted(size, rows).write(path)  # denser than recorded: the better estimate
+    wasted = path.stat().st_size * deletions.rows / (rows + deletions.rows)
+    if deletions.rows < policy.deleted_fraction * rows or wasted < policy.min_bytes:
         return None
-    if last is None or last.rows == 0:
-        return None
-    expected = last.expected_bytes(rows)
-    if size < policy.ratio * expected or size - expected < policy.min_bytes:
-        return None
-    return compact(hyper, path)
+    return _compact_locked(hyper, path, rewrite_rows=True)
 
 
 def total_rows(connection: Connection) -> int:

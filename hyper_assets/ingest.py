@@ -30,7 +30,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
-from hyper_assets._sql import transaction
+from hyper_assets._sql import count_rows, transaction
 from hyper_assets.errors import (
     ConfigurationError,
     IngestError,
@@ -72,8 +72,11 @@ class Write:
 
 @dataclass(frozen=True)
 class WriteResult:
+    """Rows loaded, rows in the window (or table) after, rows the write deleted or replaced."""
+
     rows_loaded: int
     row_count: int
+    rows_deleted: int
     seconds: float
     notes: tuple[str, ...] = ()
 
@@ -204,22 +207,26 @@ def write_table(connection: Connection, write: Write, staged: Staged) -> WriteRe
     keys, notes = catalog.check_foreign_keys(write.table, write.keys)
     write = replace(write, keys=keys)
     try:
-        loaded = _write(connection, catalog, write, staged)
+        loaded, deleted = _write(connection, catalog, write, staged)
     except HyperException as error:
         raise _explain(connection, error, write, staged.files) from error
     where = f" WHERE {write.where}" if write.where else ""
     (count,) = connection.execute_list_query(f"SELECT COUNT(*) FROM {write.table}{where}")[0]
-    return WriteResult(loaded, int(count), time.perf_counter() - started, tuple(notes))
+    seconds = time.perf_counter() - started
+    return WriteResult(loaded, int(count), deleted, seconds, tuple(notes))
 
 
-def _write(connection: Connection, catalog: Catalog, write: Write, staged: Staged) -> int:
+def _write(
+    connection: Connection, catalog: Catalog, write: Write, staged: Staged
+) -> tuple[int, int]:
+    """Rows loaded, and rows deleted or replaced (the space a compaction may win back)."""
     table = write.table
     if not catalog.exists(table):
         with transaction(connection):
             connection.execute_command(f"CREATE SCHEMA IF NOT EXISTS {table.schema_name}")
             for statement in create_table_sql(table, write.columns, write.keys):
                 connection.execute_command(statement)
-            return _insert(connection, write, table, staged)
+            return _insert(connection, write, table, staged), 0
     stored = catalog.columns(table)
     if write.mode == WriteMode.REPLACE:
         nullability = {c.name: c.nullable for c in stored}
@@ -232,17 +239,19 @@ def _write(connection: Connection, catalog: Catalog, write: Write, staged: Stage
         require_same_schema(table, stored, write.columns)
     catalog.add_missing_keys(table, write.keys)
     with transaction(connection):
+        deleted = 0
         if write.mode == WriteMode.REPLACE:
+            deleted = count_rows(connection, table)
             connection.execute_command(f"TRUNCATE TABLE {table}")
         elif write.mode == WriteMode.PARTITION:
-            connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
+            deleted = connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
         elif write.mode == WriteMode.UPSERT and staged.files:
-            _delete_upserted(connection, write, staged.files)
-        return _insert(connection, write, table, staged)
+            deleted = _delete_upserted(connection, write, staged.files)
+        return _insert(connection, write, table, staged), deleted
 
 
-def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]) -> None:
-    """Deletes the rows whose key arrives; keys must be unique and not NULL."""
+def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]) -> int:
+    """Deletes the rows whose key arrives (keys must be unique and not NULL); how many."""
     table, key = write.table, write.keys.primary_key
     names = ", ".join(escape_name(k) for k in key)
     any_null = " OR ".join(f"{escape_name(k)} IS NULL" for k in key)
@@ -258,13 +267,18 @@ def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]
             "written. Deduplicate the rows on the primary key and drop NULL keys."
         )
     match = " AND ".join(f"{table}.{escape_name(k)} = src.{escape_name(k)}" for k in key)
-    connection.execute_command(
+    return connection.execute_command(
         f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {source} WHERE {match})"
     )
 
 
-def _swap(connection: Connection, catalog: Catalog, write: Write, staged: Staged) -> int:
-    """Full refresh with new columns or keys: load a new table, then DROP + RENAME."""
+def _swap(
+    connection: Connection, catalog: Catalog, write: Write, staged: Staged
+) -> tuple[int, int]:
+    """Full refresh with new columns or keys: load a new table, then DROP + RENAME.
+
+    Rows loaded, and the rows of the table dropped.
+    """
     table = write.table
     referencing = catalog.referencing_tables(table)
     if referencing:
@@ -282,6 +296,7 @@ def _swap(connection: Connection, catalog: Catalog, write: Write, staged: Staged
                 connection.execute_command(statement)
             loaded = _insert(connection, write, staging, staged)
         with transaction(connection):
+            dropped = count_rows(connection, table)
             connection.execute_command(f"DROP TABLE {table}")
             connection.execute_command(
                 f"ALTER TABLE {staging} RENAME TO {escape_name(table.name.unescaped)}"
@@ -289,4 +304,4 @@ def _swap(connection: Connection, catalog: Catalog, write: Write, staged: Staged
     finally:
         with suppress(HyperException):
             connection.execute_command(f"DROP TABLE IF EXISTS {staging}")
-    return loaded
+    return loaded, dropped

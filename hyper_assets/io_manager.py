@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from pyspark.sql import DataFrame as SparkDataFrame
 from tableauhyperapi import Connection, TableName, escape_string_literal
 
 from hyper_assets._sql import transaction
-from hyper_assets.compaction import AutoCompact, CompactResult, compact_if_grown
+from hyper_assets.compaction import AutoCompact, CompactResult, compact_if_wasteful
 from hyper_assets.errors import (
     CompactionError,
     ConfigurationError,
@@ -110,8 +111,8 @@ class HyperIOManager(ConfigurableIOManager):
     )
     auto_compact: AutoCompact | None = Field(
         default_factory=AutoCompact,
-        description="When to compact the file after a write (replaced partitions leave "
-        "space Hyper reuses only in part); None: never, call compact() yourself.",
+        description="When to compact the file after a write that deleted or replaced rows "
+        "(Hyper reuses their space only in part); None: never, call compact() yourself.",
     )
 
     _staging: StagingArea | None = PrivateAttr(default=None)
@@ -175,16 +176,16 @@ class HyperIOManager(ConfigurableIOManager):
                 staged = stage_arrow(obj, directory, self.staging_compression)
                 transfer = {}
             loading = time.perf_counter()
-            result, table_rows, partition_rows = self._write(
-                write, staged, _range_counter(context, spec, columns)
+            written = self._write(
+                write, staged, _range_counter(context, spec, columns), context.log
             )
+        result = written.result
         for note in result.notes:
             context.log.warning(note)
-        compacted = self._compact_if_grown(context.log)
-        counts = {"dagster/row_count": table_rows}
+        counts = {"dagster/row_count": written.table_rows}
         if context.has_asset_partitions:
             counts[_partition_count_key(context)] = result.row_count
-        _report_partition_rows(context, partition_rows)
+        _report_partition_rows(context, written.partition_rows)
         context.add_output_metadata(
             self._metadata(write, (context.definition_metadata or {}).get("dagster/column_schema"))
             | counts
@@ -195,19 +196,24 @@ class HyperIOManager(ConfigurableIOManager):
                 "write_mode": write.mode.value,
             }
             | transfer
-            | ({"compacted": str(compacted)} if compacted else {})
+            | ({"compacted": str(written.compacted)} if written.compacted else {})
         )
 
     def _write(
-        self, write: Write, staged: Staged, count_partitions: _PartitionCounter | None
-    ) -> tuple[WriteResult, int, dict[str, int]]:
-        """The write's result, the rows of the whole table after it, and of each partition
-        of a backfilled range (counted under the same lock: what this write left)."""
-        with self.hyper.lock(self.database), self._recorded(write, staged) as connection:
-            result = write_table(connection, write, staged)
-            rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {write.table}")
-            partition_rows = count_partitions(connection) if count_partitions else {}
-            return result, int(rows), partition_rows
+        self,
+        write: Write,
+        staged: Staged,
+        count_partitions: _PartitionCounter | None,
+        log: DagsterLogManager,
+    ) -> _Written:
+        """Makes `write`, counts what it left and compacts if that pays, in one lock hold."""
+        with self.hyper.lock(self.database):
+            with self._recorded(write, staged) as connection:
+                result = write_table(connection, write, staged)
+                rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {write.table}")
+                partition_rows = count_partitions(connection) if count_partitions else {}
+            compacted = self._compact_if_wasteful(result.rows_deleted, log)
+        return _Written(result, int(rows), partition_rows, compacted)
 
     @contextmanager
     def _recorded(self, write: Write, staged: Staged) -> Iterator[Connection]:
@@ -246,16 +252,21 @@ class HyperIOManager(ConfigurableIOManager):
             nothing = Staged((), 0)  # a delete stages no rows
             with self._recorded(write, nothing) as connection, transaction(connection):
                 deleted = connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
-        self._compact_if_grown(_log)
+            self._compact_if_wasteful(deleted, _log)
         return deleted
 
-    def _compact_if_grown(self, log: logging.Logger | DagsterLogManager) -> CompactResult | None:
-        """Compacts the file when `auto_compact` says it pays. A failure is a warning: the
-        rows written are durable, and a failed compaction leaves the file as it was."""
+    def _compact_if_wasteful(
+        self, deleted_rows: int, log: logging.Logger | DagsterLogManager
+    ) -> CompactResult | None:
+        """Compacts the file when `auto_compact` says it pays (the caller holds its lock).
+
+        A failure is a warning: the rows written are durable, and a failed compaction
+        leaves the file's rows as they were.
+        """
         if self.auto_compact is None:
             return None
         try:
-            result = compact_if_grown(self.hyper, self.database, self.auto_compact)
+            result = compact_if_wasteful(self.hyper, self.database, deleted_rows, self.auto_compact)
         except (DatabaseLockedError, CompactionError) as error:
             log.warning(f"{error} (The write itself is complete.)")
             return None
@@ -325,6 +336,17 @@ class HyperIOManager(ConfigurableIOManager):
 
 
 _PartitionCounter = Callable[[Connection], dict[str, int]]
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A write's result, the table's rows after it, each backfilled partition's rows, and
+    the compaction it was followed by."""
+
+    result: WriteResult
+    table_rows: int
+    partition_rows: dict[str, int]
+    compacted: CompactResult | None
 
 
 def _range_counter(

@@ -23,10 +23,11 @@ from tableauhyperapi import Connection, CreateMode, HyperException, escape_name
 from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource
 from hyper_assets.compaction import (
     AutoCompact,
-    Compacted,
+    Deletions,
+    _file_id,
     _reload_tables,
     compact,
-    compact_if_grown,
+    compact_if_wasteful,
     file_version,
 )
 from hyper_assets.emulator import Emulator
@@ -346,27 +347,27 @@ def test_kill_9_during_compaction_leaves_a_whole_file(hyper, tmp_path, big_file,
 
 def test_a_file_whose_year_is_rewritten_is_compacted_when_it_pays(hyper, tmp_path, emulator):
     """The demo's re-run: the same year replaced again and again. Without compaction the
-    file doubles; with it, it stays within `ratio` of what its rows need, same rows."""
+    file doubles; with it, each rewrite (as many rows deleted as held) compacts it."""
     grown = Star(tmp_path / "off", emulator)
-    packed = Star(tmp_path / "on", emulator, AutoCompact(ratio=1.5, min_bytes=0))
+    packed = Star(tmp_path / "on", emulator, AutoCompact(min_bytes=0))
     compacted: dict[Star, list[object]] = {grown: [], packed: []}
     for star in (grown, packed):
         star.write("products")
         for seed in range(4):
             star.seed["value"] = seed
             compacted[star].append(star.write("sales", tags=YEAR).get("compacted"))
-    first = Compacted.read(packed.database.absolute())
-    assert first is not None
-    assert grown.database.stat().st_size > 1.9 * first.bytes
-    assert packed.database.stat().st_size <= 1.5 * first.bytes
+            if seed == 0:
+                first = star.database.stat().st_size
+        assert star.database.stat().st_size > (1.9 * first if star is grown else 0)
+    assert packed.database.stat().st_size <= 1.1 * first
     assert compacted[grown] == [None] * 4
     assert compacted[packed][0] is None and all(compacted[packed][1:]), compacted[packed]
     assert_same_tables(hyper, grown.database, packed.database)
 
 
-def test_a_compaction_that_saves_less_than_min_bytes_is_not_made(hyper, tmp_path):
-    """Small appends leave partly filled blocks (Hyper starts new ones per insert), a
-    third of a small file; below `min_bytes` (default 4 MB) that is not worth a rewrite."""
+def test_appends_never_compact(hyper, tmp_path):
+    """They delete nothing. (Small ones leave partly filled blocks: Hyper starts new ones
+    per insert; compact() wins that back when asked.)"""
     database = tmp_path / "log.hyper"
     batch = {"value": 0}
 
@@ -374,27 +375,40 @@ def test_a_compaction_that_saves_less_than_min_bytes_is_not_made(hyper, tmp_path
     def events() -> pa.Table:
         return sales_rows(date(2024, 1, 1) + timedelta(batch["value"]), date(2024, 2, 1), 0)
 
-    def appended(policy: AutoCompact) -> list[object]:
-        database.unlink(missing_ok=True)
-        Compacted.path(database).unlink(missing_ok=True)
-        io = HyperIOManager(
-            database=str(database),
-            hyper=HyperResource(log_dir=str(tmp_path / "logs")),
-            auto_compact=policy,
-        )
-        compacted = []
-        for n in range(4):
-            batch["value"] = n
-            result = dg.materialize([events], resources={"io_manager": io})
-            (event,) = result.get_asset_materialization_events()
-            compacted.append(event.materialization.metadata.get("compacted"))
-        return compacted
-
-    assert any(appended(AutoCompact(ratio=1.1, min_bytes=0)))
-    assert appended(AutoCompact(ratio=1.1)) == [None] * 4
+    io = HyperIOManager(
+        database=str(database),
+        hyper=HyperResource(log_dir=str(tmp_path / "logs")),
+        auto_compact=AutoCompact(deleted_fraction=0.01, min_bytes=0),
+    )
+    for n in range(4):
+        batch["value"] = n
+        result = dg.materialize([events], resources={"io_manager": io})
+        (event,) = result.get_asset_materialization_events()
+        assert "compacted" not in event.materialization.metadata
+    assert not Deletions.path(database).exists()
     with Connection(hyper.endpoint, str(database)) as connection:
         rows = connection.execute_scalar_query('SELECT COUNT(*) FROM "Extract".events')
     assert rows == sum(31 - n for n in range(4)) * ROWS_PER_DAY
+
+
+def test_deletions_add_up_until_they_pay_and_small_savings_are_not_made(tmp_path, emulator):
+    """Monthly rewrites count up; a compaction resets the count. A table whose every row
+    is replaced but whose space is under min_bytes is not worth a rewrite."""
+    star = Star(tmp_path, emulator, AutoCompact(deleted_fraction=0.2, min_bytes=0))
+    star.write("products")
+    star.write("sales", tags=YEAR)  # 366 days, 366,000 rows: 20% is 73,200
+    compacted, counted = [], []
+    for month in MONTHS.get_partition_keys()[:6]:  # 31, 29, 31, 30, 31, 30 days
+        star.seed["value"] += 1
+        compacted.append(bool(star.write("sales", month).get("compacted")))
+        counted.append(Deletions.read(star.database.absolute()).rows)
+    assert compacted == [False, False, True, False, False, True]
+    assert counted == [31_000, 60_000, 0, 30_000, 61_000, 0]
+
+    tiny = Star(tmp_path / "tiny", emulator, AutoCompact(deleted_fraction=0.2))
+    tiny.write("products")
+    assert "compacted" not in tiny.write("products")  # 3 of 3 rows replaced: a few bytes
+    assert Deletions.read(tiny.database.absolute()).rows == 3
 
 
 def test_deleting_most_partitions_compacts_the_file(hyper, tmp_path, emulator):
@@ -408,14 +422,25 @@ def test_deleting_most_partitions_compacts_the_file(hyper, tmp_path, emulator):
     deleted = io_manager.delete_partitions(star.assets[1], MONTHS.get_partition_keys()[:9])
     assert deleted == (date(2024, 10, 1) - date(2024, 1, 1)).days * ROWS_PER_DAY
     assert star.database.stat().st_size < 0.5 * before
+    kept = "SELECT * FROM was.\"Extract\".sales WHERE day >= DATE '2024-10-01'"
     with attached(hyper, {"now": star.database, "was": snapshot}) as connection:
         differ = connection.execute_scalar_query(
-            'SELECT COUNT(*) FROM ((SELECT * FROM now."Extract".sales EXCEPT ALL '
-            "SELECT * FROM was.\"Extract\".sales WHERE day >= DATE '2024-10-01') UNION ALL "
-            "(SELECT * FROM was.\"Extract\".sales WHERE day >= DATE '2024-10-01' EXCEPT ALL "
-            'SELECT * FROM now."Extract".sales)) AS d'
+            f'SELECT COUNT(*) FROM ((SELECT * FROM now."Extract".sales EXCEPT ALL {kept}) '
+            f'UNION ALL ({kept} EXCEPT ALL SELECT * FROM now."Extract".sales)) AS d'
         )
     assert differ == 0
+
+
+def test_a_count_kept_for_another_file_is_not_its_count(hyper, tmp_path):
+    """A file deleted and made again (or restored) starts from 0: its inode differs."""
+    database = filled(hyper, tmp_path / "again.hyper", 10_000)
+    Deletions((0, 0), 10**9).write(database)
+    assert Deletions.read(database) == Deletions(_file_id(database), 0)
+    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    policy = AutoCompact(min_bytes=0)
+    with resource.lock(database):
+        assert compact_if_wasteful(resource, database, 100, policy) is None
+    assert Deletions.read(database).rows == 100
 
 
 @pytest.fixture
@@ -439,15 +464,18 @@ def test_a_compaction_without_disk_space_leaves_the_write_done(
     star.write("products")
     star.write("sales", tags=YEAR)
     star.seed["value"] = 1
-    metadata = star.write("sales", tags=YEAR)  # the file doubles: compaction would pay
-    assert "compacted" not in metadata  # it was tried, and failed for want of space:
-    with pytest.raises(CompactionError, match=r"free \d+ bytes"):
-        compact_if_grown(
-            HyperResource(log_dir=str(tmp_path / "logs")), star.database, AutoCompact(min_bytes=0)
-        )
+    instance = dg.DagsterInstance.ephemeral()
+    metadata = star.write("sales", tags=YEAR, instance=instance)  # compaction would pay
+    assert "compacted" not in metadata
+    (warning,) = [
+        entry.user_message
+        for entry in instance.all_logs(instance.get_runs()[0].run_id)
+        if "Compacting" in entry.user_message
+    ]
+    assert "free" in warning and "(The write itself is complete.)" in warning
     assert sorted(p.name for p in small_disk.iterdir()) == [
         "star.hyper",
-        "star.hyper.compacted.json",
+        "star.hyper.deletions.json",
         "star.hyper.lock",
     ]
     expected = sales_rows(date(2024, 1, 1), date(2025, 1, 1), 1)
@@ -459,12 +487,20 @@ def test_a_compaction_without_disk_space_leaves_the_write_done(
     assert amount == pytest.approx(sum(expected["amount"].to_pylist()))
 
 
-def test_an_unreadable_compaction_record_is_written_again(hyper, tmp_path, records):
-    """The record is advice: a damaged one is replaced by the file as it is now."""
+def test_a_compaction_that_cannot_record_itself_says_the_rows_are_kept(hyper, tmp_path):
+    """An OSError after the copy (here: the count's file cannot be replaced) is ours."""
     database = filled(hyper, tmp_path / "noted.hyper", 10_000)
-    Compacted.path(database).write_text("{not json")
-    resource = HyperResource(log_dir=str(tmp_path / "logs"))
-    assert compact_if_grown(resource, database, AutoCompact(min_bytes=0)) is None
+    snapshot = tmp_path / "snapshot.hyper"
+    shutil.copyfile(database, snapshot)
+    Deletions.path(database).mkdir()  # a directory where the count's file goes
+    with pytest.raises(CompactionError, match="holds the rows it held"):
+        compact(HyperResource(log_dir=str(tmp_path / "logs")), database)
+    assert_same_tables(hyper, snapshot, database)
+
+
+def test_an_unreadable_count_is_counted_again_from_0(hyper, tmp_path, records):
+    database = filled(hyper, tmp_path / "noted.hyper", 10_000)
+    Deletions.path(database).write_text("{not json")
+    assert Deletions.read(database) == Deletions(_file_id(database), 0)
     (warning,) = [r for r in records if r.levelname == "WARNING"]
-    assert "noted.hyper.compacted.json" in warning.getMessage()
-    assert Compacted.read(database) == Compacted(database.stat().st_size, 6_667)
+    assert "noted.hyper.deletions.json" in warning.getMessage()
