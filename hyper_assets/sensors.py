@@ -70,7 +70,9 @@ def landing_sensor(
     The run is of the sensor's job, `sensor.job`: it materialises exactly `assets`, without
     their checks (a partitioned backfill of the job would plan each check once per
     partition; run them once per run instead, e.g. from a run status sensor). It is named
-    `job_name`, by default after the asset keys (`flights_job`). The assets must share one
+    `job_name`, by default after the sensor's `name` (`<name>_job`) if given, else after the
+    asset keys (`flights_job`): two sensors of the same assets (two landing directories)
+    need a name each. The assets must share one
     partitions definition.
 
     `pattern` is a file-name glob (`"flights_*.parquet"`, not recursive). `partition_key`
@@ -91,7 +93,7 @@ def landing_sensor(
         )
     root = Path(directory)
     job = define_asset_job(
-        job_name or "_".join(sorted("__".join(key.path) for key in asset_keys)) + "_job",
+        job_name or f"{name or '_'.join(sorted('__'.join(key.path) for key in asset_keys))}_job",
         selection=AssetSelection.assets(*assets_defs).without_checks(),
     )
     sensor_name = name or f"{job.name}_landing_sensor"

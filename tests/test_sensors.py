@@ -208,6 +208,25 @@ def test_the_sensors_job_materialises_exactly_its_assets_without_checks(tmp_path
     assert (named.job.name, named.name) == ("land_days", "days")
 
 
+def test_two_sensors_of_the_same_assets_each_run_their_own_job(tmp_path, instance):
+    """Two landing directories of one asset: each named sensor has a job of its name."""
+    (tmp_path / "north").mkdir()
+    (tmp_path / "south").mkdir()
+    north = make_sensor(tmp_path / "north", name="north")
+    south = make_sensor(tmp_path / "south", name="south")
+    assert (north.job.name, south.job.name) == ("north_job", "south_job")
+    land(tmp_path / "south", "flights_2013-01-02.parquet")
+    defs = Definitions(assets=[daily], sensors=[north, south])
+    for sensor, wanted in ((north, []), (south, ["2013-01-02"])):
+        context = build_sensor_context(instance=instance, definitions=defs)
+        assert [r.partition_key for r in sensor.evaluate_tick(context).run_requests] == wanted
+    assert (
+        defs.resolve_job_def("south_job")
+        .execute_in_process(partition_key="2013-01-02", instance=instance)
+        .success
+    )
+
+
 def test_files_without_a_partition_wait_and_are_named(tmp_path, instance):
     land(tmp_path, "flights_2014-01-01.parquet")  # after the last partition
     land(tmp_path, "flights_latest.parquet")  # no date in the name
