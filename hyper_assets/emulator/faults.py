@@ -23,6 +23,7 @@ class RequestFault:
     count: int
     status: int = 503
     retry_after: int | None = None
+    skip: int = 0  # matching requests let through first
 
     def matches(self, method: str, path: str) -> bool:
         return self.count > 0 and self.method in (method, "*") and bool(self.path.search(path))
@@ -48,9 +49,13 @@ class Faults:
         status: int = 503,
         count: int = 1,
         retry_after: int | None = None,
+        skip: int = 0,
     ) -> None:
-        """Fail the next `count` matching requests before they are handled (500/503/429)."""
-        fault = RequestFault(method.upper(), _pattern(path_pattern), count, status, retry_after)
+        """Fail `count` matching requests, after letting `skip` through, before they are
+        handled (500/503/429)."""
+        fault = RequestFault(
+            method.upper(), _pattern(path_pattern), count, status, retry_after, skip
+        )
         with self._lock:
             self._failures.append(fault)
 
@@ -105,7 +110,9 @@ class Faults:
     def _take(self, faults: list[RequestFault], method: str, path: str) -> RequestFault | None:
         with self._lock:
             for fault in faults:
-                if fault.matches(method, path):
+                if fault.matches(method, path) and fault.skip:
+                    fault.skip -= 1
+                elif fault.matches(method, path):
                     fault.count -= 1
                     return fault
         return None

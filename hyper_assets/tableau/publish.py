@@ -46,6 +46,7 @@ from hyper_assets.errors import (
     PayloadTooLargeError,
     PublishError,
     PublishLockedError,
+    TableauError,
     TableauJobError,
     TableauJobTimeoutError,
     TableauRequestError,
@@ -551,10 +552,15 @@ class Publisher:
         """The data source's page as the server gives it (`webpageUrl`); None if it gives none.
 
         Real servers give it in lists, not in the reply to a publish: the lookup made before
-        sending serves when it found this data source, else it is looked up again.
+        sending serves when it found this data source, else it is looked up again. The data
+        is on the server by then, so a failing lookup is a warning, not a failed publish.
         """
         if seen is None or seen.id != datasource_id:
-            seen = self.client.find_datasource(self.datasource, project_id)
+            try:
+                seen = self.client.find_datasource(self.datasource, project_id)
+            except TableauError as error:
+                self.log.warning("Published; its page address is unknown: %s", error)
+                return None
         return seen.webpage_url if seen is not None and seen.id == datasource_id else None
 
 

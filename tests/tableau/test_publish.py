@@ -737,6 +737,20 @@ def test_the_publish_links_the_page_the_server_gives(setup: Setup) -> None:
     )
 
 
+def test_a_page_lookup_failing_after_the_data_arrived_is_only_a_warning(setup: Setup) -> None:
+    """The first publish's page is looked up after the upload; if that fails (every retry),
+    the data is on the server, so the publish succeeds without a link."""
+    setup.write("products")
+    lists = r"/datasources(\?|$)"
+    setup.emulator.faults.fail_requests("GET", lists, status=500, count=4, skip=1)
+    metadata = setup.publish()
+    assert metadata["publish"] == "full"
+    assert str(metadata["datasource_url"]).startswith("none: ")
+    setup.assert_equal()
+    setup.emulator.faults.clear()
+    assert str(setup.publish()["datasource_url"]).startswith(setup.emulator.url)
+
+
 def test_the_publish_op_in_a_job(setup: Setup) -> None:
     published_base(setup)
     some_changes(setup, 1)
