@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -228,8 +229,16 @@ def standalone_cluster(directory: Path, hidden: list[Path] | None = None) -> Ite
         worker = Daemon(command, directory / "worker.log", daemon_env)
         stack.callback(worker.stop)
         pids.append(worker.process.pid)
-        worker.wait_until(lambda: cluster.state().get("aliveworkers") == 1, "Spark worker")
+        worker.wait_until(lambda: _workers_alive(cluster) == 1, "Spark worker")
         yield cluster
+
+
+def _workers_alive(cluster: SparkCluster) -> int:
+    """Workers the master counts; 0 while its web UI, though listening, answers 404."""
+    try:
+        return int(cluster.state().get("aliveworkers", 0))
+    except urllib.error.HTTPError:
+        return 0
 
 
 EXECUTOR_CONF = {
