@@ -34,7 +34,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from pyspark.sql import DataFrame as SparkDataFrame
 from tableauhyperapi import Connection, TableName, escape_string_literal
 
-from hyper_assets._sql import transaction
+from hyper_assets._sql import count_rows, transaction
 from hyper_assets.compaction import AutoCompact, CompactResult, compact_if_wasteful
 from hyper_assets.errors import (
     CompactionError,
@@ -210,10 +210,10 @@ class HyperIOManager(ConfigurableIOManager):
         with self.hyper.lock(self.database):
             with self._recorded(write, staged) as connection:
                 result = write_table(connection, write, staged)
-                rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {write.table}")
+                rows = count_rows(connection, write.table)
                 partition_rows = count_partitions(connection) if count_partitions else {}
             compacted = self._compact_if_wasteful(result.rows_deleted, log)
-        return _Written(result, int(rows), partition_rows, compacted)
+        return _Written(result, rows, partition_rows, compacted)
 
     @contextmanager
     def _recorded(self, write: Write, staged: Staged) -> Iterator[Connection]:
