@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 LOWEST := .venv-lowest
+# Two pytest-xdist workers; each test module runs on one (tests/conftest.py groups them).
+PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
 
 .PHONY: test test-fast test-lowest lint demo ui bench bench-scale java browser clean
 
@@ -41,7 +43,7 @@ browser:
 test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL)
 	@$(MAKE) --no-print-directory test-lowest
 
 # The fast tests again with the lowest version of each dependency pyproject.toml allows.
@@ -52,10 +54,10 @@ $(LOWEST)/.installed: pyproject.toml constraints-lowest.txt
 	touch $@
 
 test-lowest: $(LOWEST)/.installed
-	$(LOWEST)/bin/pytest -m "not slow" -p no:cacheprovider
+	$(LOWEST)/bin/pytest $(PARALLEL) -m "not slow" -p no:cacheprovider
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest $(PARALLEL) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
