@@ -40,6 +40,7 @@ class Faults:
         self._job_failures: list[str] = []
         self._jobs_running = threading.Event()
         self._jobs_running.set()
+        self._hold_started = False  # pause jobs once started rather than while queued
 
     def fail_requests(
         self,
@@ -84,8 +85,10 @@ class Faults:
         with self._lock:
             self._job_failures.append(message)
 
-    def pause_jobs(self) -> None:
-        """Keep queued jobs waiting (to observe or cancel them) until `resume_jobs`."""
+    def pause_jobs(self, *, once_started: bool = False) -> None:
+        """Keep queued jobs waiting (to observe or cancel them) until `resume_jobs`; with
+        `once_started`, let a job start and hold it at progress 0, as in progress."""
+        self._hold_started = once_started
         self._jobs_running.clear()
 
     def resume_jobs(self) -> None:
@@ -104,7 +107,10 @@ class Faults:
         with self._lock:
             return self._job_failures.pop(0) if self._job_failures else None
 
-    def wait_until_jobs_may_run(self, timeout: float) -> bool:
+    def wait_until_jobs_may_run(self, timeout: float, *, started: bool = False) -> bool:
+        """Whether a queued job may start (a `started` one go on), waiting up to `timeout`."""
+        if started != self._hold_started:
+            return True
         return self._jobs_running.wait(timeout)
 
     def _take(self, faults: list[RequestFault], method: str, path: str) -> RequestFault | None:

@@ -151,6 +151,8 @@ class JobRunner:
                 cancelled = job.completed_at is not None
                 if not cancelled:
                     job.started_at = _now()
+            while not cancelled and not self._faults.wait_until_jobs_may_run(0.2, started=True):
+                pass
             try:
                 if not cancelled:
                     self._run(job)

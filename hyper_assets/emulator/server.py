@@ -290,8 +290,11 @@ class Api:
         return Reply(200, _page(request, found, "datasources"))
 
     def get_datasource(self, request: Request) -> Reply:
-        site = request.on_site
-        return Reply(200, [_datasource_node(request, site.datasource(request.groups["ds"]))])
+        node = _datasource_node(request, request.on_site.datasource(request.groups["ds"]))
+        # As recorded from a real server (datasource_get_by_id.xml): one data source's reply
+        # also carries its Ask Data setting, which the emulator leaves at the site's default.
+        node.children.append(Node("askData", {"enablement": "SiteDefault"}))
+        return Reply(200, [node])
 
     def list_connections(self, request: Request) -> Reply:
         datasource = request.on_site.datasource(request.groups["ds"])
@@ -339,11 +342,7 @@ class Api:
             job = self.jobs.submit_publish(
                 site.id, lambda: site.publish(name, project, staged, overwrite), staged
             )
-            queued = _job_node(job)
-            # As recorded from a real server: the 202 carries finishCode="1" while queued;
-            # only completedAt says that a job has ended.
-            queued.attrs["finishCode"], queued.children = "1", []
-            return Reply(202, [queued])
+            return Reply(202, [_accepted_job_node(job)])
         try:
             datasource = site.publish(name, project, staged, overwrite)
         finally:
@@ -379,7 +378,7 @@ class Api:
             raise bad_request("the RequestID header is required; send a unique id per batch")
         original = self.jobs.duplicate(site.id, request_id)
         if original is not None:
-            return Reply(202, [_job_node(original)])
+            return Reply(202, [_accepted_job_node(original)])
         if len(request.body) > self.max_payload_bytes:
             raise _too_large(len(request.body), self.max_payload_bytes)
         try:
@@ -396,7 +395,7 @@ class Api:
         job = self.jobs.submit_update(
             site.id, request_id, datasource, connection_id, actions, payload
         )
-        return Reply(202, [_job_node(job)])
+        return Reply(202, [_accepted_job_node(job)])
 
     def get_job(self, request: Request) -> Reply:
         return Reply(200, [_job_node(self.jobs.get(request.on_site.id, request.groups["job"]))])
@@ -529,29 +528,47 @@ def _upload_node(session_id: str, size: int) -> Node:
 
 
 def _job_node(job: Job) -> Node:
+    """A job as `GET jobs/{id}` shows it; `updatedAt` is its last change, as recorded."""
     attrs = {
         "id": job.id,
         "mode": "Asynchronous",
         "type": job.type,
         "progress": str(job.progress),
         "createdAt": stamp(job.created_at),
+        "updatedAt": stamp(job.completed_at or job.started_at or job.created_at),
     }
     if job.started_at is not None:
         attrs["startedAt"] = stamp(job.started_at)
     if job.completed_at is not None:
         attrs["completedAt"] = stamp(job.completed_at)
         attrs["finishCode"] = str(job.finish_code)
-    # As recorded from real servers: the notes sit inside the job-type element
-    # (`publishDatasourceJob` is the emulator's name: no recording shows a publish job's).
+    return Node("job", attrs, [_job_detail_node(job, job.notes)])
+
+
+def _accepted_job_node(job: Job) -> Node:
+    """A job as the 202 that queues it shows it, as recorded from real servers and whatever
+    the worker has done since: an update's names its data source and connection
+    (datasource_data_update.xml); a publish's has no children and carries finishCode="1"
+    while queued (datasource_publish_async.xml): only completedAt says that a job has ended."""
+    attrs = {"id": job.id, "mode": "Asynchronous", "type": job.type}
+    created = stamp(job.created_at)
+    if job.type == UPDATE:
+        return Node("job", {**attrs, "createdAt": created}, [_job_detail_node(job, None)])
+    return Node("job", {**attrs, "progress": "0", "createdAt": created, "finishCode": "1"})
+
+
+def _job_detail_node(job: Job, notes: str | None) -> Node:
+    """The job-type element: as recorded from real servers, the notes sit inside it
+    (`publishDatasourceJob` is the emulator's name: no recording shows a publish job's)."""
     children = []
     if job.datasource is not None:
         children.append(Node("datasource", {"id": job.datasource.id, "name": job.datasource.name}))
     if job.type == UPDATE:
         children.append(Node("connectionLuid", text=job.connection_id))
-    if job.notes:
-        children.append(Node("notes", text=job.notes))
+    if notes:
+        children.append(Node("notes", text=notes))
     element = "updateUploadedFileJob" if job.type == UPDATE else "publishDatasourceJob"
-    return Node("job", attrs, [Node(element, children=children)])
+    return Node(element, children=children)
 
 
 class RequestHandler(BaseHTTPRequestHandler):
@@ -569,7 +586,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         as_json = "application/json" in (self.headers.get("Accept") or "").lower()
-        payload = render(reply.nodes, as_json) if reply.nodes else b""
+        payload = render(reply.nodes, as_json, self.api.api_version) if reply.nodes else b""
         self.send_response(reply.status)
         if payload:
             self.send_header(

@@ -16,6 +16,8 @@ from typing import Any
 from hyper_assets.emulator.errors import RestApiError
 
 NAMESPACE = "http://tableau.com/api"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+SCHEMA = "https://help.tableau.com/samples/en-us/rest_api/ts-api_{}.xsd"  # {}: "3_24"
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -39,15 +41,20 @@ def stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
 
 
-def render(nodes: list[Node], as_json: bool) -> bytes:
-    """A `tsResponse` holding `nodes`, as XML or JSON."""
+def render(nodes: list[Node], as_json: bool, api_version: str) -> bytes:
+    """A `tsResponse` holding `nodes`, as XML or JSON; the XML names the REST schema of
+    `api_version`, as real servers' replies do."""
     if as_json:
         body: dict[str, Any] = {}
         for node in nodes:
             body[node.tag] = _json_value(node)
         return json.dumps(body, ensure_ascii=False).encode()
     ET.register_namespace("", NAMESPACE)
-    root = ET.Element(f"{{{NAMESPACE}}}tsResponse")
+    ET.register_namespace("xsi", XSI)
+    schema = SCHEMA.format(api_version.replace(".", "_"))
+    root = ET.Element(
+        f"{{{NAMESPACE}}}tsResponse", {f"{{{XSI}}}schemaLocation": f"{NAMESPACE} {schema}"}
+    )
     for node in nodes:
         root.append(_element(node))
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
