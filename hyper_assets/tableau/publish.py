@@ -277,12 +277,7 @@ class Publisher:
                     for c in changes
                     if catalog.exists(c.table)
                 }
-                state = self._state()
-                reason = (
-                    full_reason
-                    or _version_reason(version, state)
-                    or _shape_reason(changes, fingerprint, state)
-                )
+                reason = full_reason or _shape_reason(changes, fingerprint, version, self._state())
                 rows = [
                     {
                         "table": table_label(t),
@@ -604,26 +599,28 @@ def _forced_reason(full: bool, ours: bool, current: bool) -> str:
     return ""
 
 
-def _version_reason(version: int, state: dict[str, Any] | None) -> str:
-    """Why a file whose format version changed since it was last published is sent whole
-    (Tableau keeps the version of the file it was sent), or "". A publish state written
-    before versions were recorded counts as version 2, the default then."""
-    published = (state or {}).get("database_version") or 2
-    if published == version:
-        return ""
-    return f"the file's format version changed ({published} -> {version})"
-
-
 def _shape_reason(
-    changes: list[Change], fingerprint: dict[str, Any], state: dict[str, Any] | None
+    changes: list[Change],
+    fingerprint: dict[str, Any],
+    version: int,
+    state: dict[str, Any] | None,
 ) -> str:
-    """Why the recorded changes cannot be sent as an update, or "" when they can."""
+    """Why the recorded changes cannot be sent as an update, or "" when they can.
+
+    A file whose format `version` changed since it was last published is sent whole:
+    Tableau keeps the version of the file it was sent. A publish state written before
+    versions were recorded counts as version 2, the default then.
+    """
     uncertain = [c for c in changes if c.uncertain]
     if uncertain:
         return (
             f"a crash left an append to {table_label(uncertain[0].table)} whose outcome "
             "cannot be told"
         )
+    published_version = (state or {}).get("database_version")
+    published_version = 2 if published_version is None else published_version
+    if published_version != version:
+        return f"the file's format version changed ({published_version} -> {version})"
     published = (state or {}).get("fingerprint", {})
     for label, shape in fingerprint.items():
         if label not in published:

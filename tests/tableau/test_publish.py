@@ -825,6 +825,21 @@ def test_a_file_upgraded_to_a_newer_format_version_is_published_whole(setup: Set
     setup.assert_equal()
 
 
+def test_a_version_0_file_is_published_whole_once_then_updated(setup: Setup) -> None:
+    """The published version is compared as a number: 0 is not "unknown" (the default 2)."""
+    with Connection(setup.hyper.endpoint) as connection:
+        connection.execute_command(
+            f"CREATE DATABASE {escape_name(str(setup.database))} WITH VERSION 0"
+        )
+    setup.write("products")
+    assert setup.publish()["publish"] == "full"
+    setup.world.products = [(1, "tea"), (2, "cake")]
+    setup.write("products")
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()
+    assert remote_version(setup) == 0
+
+
 def remote_version(setup: Setup) -> int:
     with Connection(setup.hyper.endpoint, setup.remote()) as connection:
         return int(
