@@ -12,6 +12,7 @@ from hyper_assets.errors import (
     ConfigurationError,
     CorruptFileError,
     DatabaseLockedError,
+    DatabaseVersionError,
     DataSourceExistsError,
     EmulatorConfigError,
     HyperAssetsError,
@@ -48,6 +49,7 @@ from hyper_assets.tableau.assets import (
 )
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.transfer import StagingMode
+from hyper_assets.upgrade import VersionUpgrade, upgrade_database
 
 __all__ = [
     "ActionBatchError",
@@ -61,6 +63,7 @@ __all__ = [
     "CorruptFileError",
     "DataSourceExistsError",
     "DatabaseLockedError",
+    "DatabaseVersionError",
     "EmulatorConfigError",
     "HyperAssetsError",
     "HyperExtractComponent",
@@ -90,6 +93,7 @@ __all__ = [
     "TableauSignInError",
     "UnexpectedReplyError",
     "UnsupportedTypeError",
+    "VersionUpgrade",
     "build_hyper_checks",
     "build_publish_op",
     "compact",
@@ -98,4 +102,5 @@ __all__ = [
     "publish_condition",
     "publish_freshness_check",
     "tableau_datasource_asset",
+    "upgrade_database",
 ]

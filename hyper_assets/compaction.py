@@ -8,7 +8,8 @@ keeps the file's own format version. When a window's rows were scattered over ma
 blocks (rows not stored in window order), those blocks stay partly empty after a
 delete; `rewrite_rows` (the default) therefore also loads every table of the copy
 afresh from the original before copying it once more. The result replaces the file
-with `os.replace`.
+with `os.replace`. `hyper_assets.upgrade` rewrites a file the same way at a newer format
+version.
 
 It holds the database's lock throughout, so no write through `HyperIOManager` (nor a
 publish) runs meanwhile. The change outbox beside the file (`<database>.outbox/`) names
@@ -146,17 +147,21 @@ def compact(
     """
     path = Path(database).absolute()
     with hyper.lock(path):
-        return _compact_locked(hyper, path, rewrite_rows)
+        return compact_locked(hyper, path, rewrite_rows)
 
 
-def _compact_locked(hyper: HyperResource, path: Path, rewrite_rows: bool) -> CompactResult:
-    """`compact()`, for a caller holding the database's lock."""
+def compact_locked(
+    hyper: HyperResource, path: Path, rewrite_rows: bool, version: int | None = None
+) -> CompactResult:
+    """`compact()`, for a caller holding the database's lock; `version`: the copy's format
+    version (default: the file's own; `hyper_assets.upgrade` passes a newer one)."""
     copies = [path.with_name(f"{path.name}.compacting{n}") for n in (1, 2)]
     started = time.perf_counter()
     before = path.stat().st_size if path.exists() else 0
+    doing = "Compacting" if version is None else f"Upgrading to format version {version}"
     try:
         with hyper.open(path, create=False) as connection:  # waits for other programs
-            version = file_version(connection, path)
+            version = file_version(connection, path) if version is None else version
         for copy in copies:
             copy.unlink(missing_ok=True)
         _copy(hyper, path, copies[0], version)
@@ -173,18 +178,18 @@ def _compact_locked(hyper: HyperResource, path: Path, rewrite_rows: bool) -> Com
         if is_locked_error(error):
             raise DatabaseLockedError(
                 f"{path} was opened by another program (Tableau Desktop, another Hyper "
-                "process) during its compaction, which was abandoned: the file is "
-                "unchanged. Close it there and compact again."
+                f"process) while {doing.lower()}, which was abandoned: the file is "
+                "unchanged. Close it there and try again."
             ) from error
         raise CompactionError(
-            f"Compacting {path} failed in Hyper: {error.main_message or error}; the "
-            "compaction was abandoned and the file is unchanged. If the disk is full, "
-            f"free {2 * before} bytes (twice the file) beside it and compact again."
+            f"{doing} {path} failed in Hyper: {error.main_message or error}; it was "
+            "abandoned and the file is unchanged. If the disk is full, "
+            f"free {2 * before} bytes (twice the file) beside it and try again."
         ) from error
     except OSError as error:  # flushing or renaming the copy, or recording it
         raise CompactionError(
-            f"Compacting {path} failed: {error}. The file holds the rows it held (the "
-            "original, or its compact copy); check the disk and compact again."
+            f"{doing} {path} failed: {error}. The file holds the rows it held (the "
+            "original, or its rewritten copy); check the disk and try again."
         ) from error
     finally:
         for copy in copies:
@@ -208,7 +213,7 @@ def compact_if_wasteful(
     wasted = path.stat().st_size * deletions.rows / (rows + deletions.rows)
     if deletions.rows < policy.deleted_fraction * rows or wasted < policy.min_bytes:
         return None
-    return _compact_locked(hyper, path, rewrite_rows=True)
+    return compact_locked(hyper, path, rewrite_rows=True)
 
 
 def total_rows(connection: Connection) -> int:

@@ -11,6 +11,7 @@ HyperAssetsError
 │       ├── ProjectNotFoundError
 │       └── AmbiguousProjectError
 ├── UnsupportedTypeError            a column type a .hyper table cannot store
+│   └── DatabaseVersionError        a column needing a file version above max_database_version
 ├── SchemaMismatchError             rows that do not fit the stored table
 ├── NullInNotNullColumnError
 ├── TableNotFoundError
@@ -50,6 +51,16 @@ class HyperAssetsError(Exception):
 
 class UnsupportedTypeError(HyperAssetsError):
     """A Spark or Arrow column type that cannot be stored in a `.hyper` table."""
+
+
+class DatabaseVersionError(UnsupportedTypeError):
+    """A column whose type needs a newer file format version than `max_database_version`."""
+
+    def __init__(self, message: str, *, column: str, needed: int, cap: int):
+        super().__init__(message)
+        self.column = column
+        self.needed = needed
+        self.cap = cap
 
 
 class SchemaMismatchError(HyperAssetsError):
@@ -93,7 +104,7 @@ class StagingStoreError(ConfigurationError):
 
 
 class CompactionError(HyperAssetsError):
-    """Hyper failed while compacting a `.hyper` file (a full disk, say); the file is unchanged."""
+    """Hyper failed compacting or upgrading a `.hyper` file (a full disk, say); it is unchanged."""
 
 
 class CorruptFileError(HyperAssetsError):

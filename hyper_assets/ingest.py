@@ -149,9 +149,9 @@ def _explain(
     if "128-bit numerics" in text or "32-bit floating" in text.lower():
         return UnsupportedTypeError(
             f"{label}: the existing .hyper file has an older format version than these "
-            "columns need, and a file keeps the version it was created with. Rewrite it "
-            "with CREATE DATABASE ... WITH VERSION 3 FROM ..., delete it to start over, or "
-            f"narrow the columns. Hyper said: {text.strip()}"
+            "columns need, and a file keeps the version it was created with. Upgrade it "
+            "with hyper_assets.upgrade_database(path, version=...) (HyperIOManager does "
+            f"so itself), or narrow the columns. Hyper said: {text.strip()}"
         )
     return IngestError(
         f"Hyper could not load the rows for {label}; its rows are unchanged. "

@@ -64,7 +64,9 @@ from hyper_assets.types import (
     columns_from_spark,
     describe,
     export_sql,
+    needed_version,
 )
+from hyper_assets.upgrade import VersionUpgrade, file_for_write
 
 _log = logging.getLogger(__name__)
 
@@ -146,11 +148,11 @@ class HyperIOManager(ConfigurableIOManager):
             return
         spec = self.spec_for(context.asset_key.path, context.definition_metadata)
         table, label = spec.table, spec.label
-        version = self.hyper.default_database_version
+        version, cap = self.hyper.default_database_version, self.hyper.max_database_version
         if isinstance(obj, SparkDataFrame):
-            columns = columns_from_spark(obj.schema, label, version)
+            columns = columns_from_spark(obj.schema, label, version, cap)
         elif isinstance(obj, pa.Table):
-            columns = columns_from_arrow(obj.schema, label, version)
+            columns = columns_from_arrow(obj.schema, label, version, cap)
         else:
             raise ConfigurationError(
                 f"Asset {label} returned a {type(obj).__name__}; HyperIOManager stores "
@@ -197,6 +199,7 @@ class HyperIOManager(ConfigurableIOManager):
             }
             | transfer
             | ({"compacted": str(written.compacted)} if written.compacted else {})
+            | ({"database_version_upgraded": str(written.upgraded)} if written.upgraded else {})
         )
 
     def _write(
@@ -206,14 +209,21 @@ class HyperIOManager(ConfigurableIOManager):
         count_partitions: _PartitionCounter | None,
         log: DagsterLogManager,
     ) -> _Written:
-        """Makes `write`, counts what it left and compacts if that pays, in one lock hold."""
+        """Makes `write` in a file of the version its columns need, counts what it left and
+        compacts if that pays, in one lock hold."""
         with self.hyper.lock(self.database):
-            with self._recorded(write, staged) as connection:
+            needed = needed_version(write.columns)
+            with (
+                file_for_write(self.hyper, self.database, needed) as upgraded,
+                self._recorded(write, staged) as connection,
+            ):
                 result = write_table(connection, write, staged)
                 rows = count_rows(connection, write.table)
                 partition_rows = count_partitions(connection) if count_partitions else {}
+            if upgraded:
+                log.info(f"Upgraded {self.database} to file format version {upgraded}")
             compacted = self._compact_if_wasteful(result.rows_deleted, log)
-        return _Written(result, rows, partition_rows, compacted)
+        return _Written(result, rows, partition_rows, compacted, upgraded)
 
     @contextmanager
     def _recorded(self, write: Write, staged: Staged) -> Iterator[Connection]:
@@ -340,13 +350,14 @@ _PartitionCounter = Callable[[Connection], dict[str, int]]
 
 @dataclass(frozen=True)
 class _Written:
-    """A write's result, the table's rows after it, each backfilled partition's rows, and
-    the compaction it was followed by."""
+    """A write's result, the table's rows after it, each backfilled partition's rows, the
+    compaction it was followed by and the file's upgrade it needed."""
 
     result: WriteResult
     table_rows: int
     partition_rows: dict[str, int]
     compacted: CompactResult | None
+    upgraded: VersionUpgrade | None
 
 
 def _range_counter(

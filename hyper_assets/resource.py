@@ -16,11 +16,12 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, InitResourceContext
 from filelock import FileLock, Timeout
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, model_validator
 from tableauhyperapi import Connection, CreateMode, HyperException
 
-from hyper_assets.errors import DatabaseLockedError, TableNotFoundError
+from hyper_assets.errors import ConfigurationError, DatabaseLockedError, TableNotFoundError
 from hyper_assets.process import HyperSettings, SharedHyper, acquire, release
+from hyper_assets.types import NEWEST_VERSION
 
 
 class HyperResource(ConfigurableResource):
@@ -32,8 +33,19 @@ class HyperResource(ConfigurableResource):
     )
     default_database_version: int = Field(
         default=2,
-        description="File format of new .hyper files: 2 (default) is read by Tableau "
-        "2020.4.15+; 3 adds NUMERIC(19..38); 4 adds REAL.",
+        ge=0,
+        le=NEWEST_VERSION,
+        description="File format of new .hyper files, unless their columns need a newer one: "
+        "2 (default) is read by Tableau 2020.4.15+; 3 adds NUMERIC(19..38); 4 stores floats "
+        "as REAL.",
+    )
+    max_database_version: int = Field(
+        default=NEWEST_VERSION,
+        ge=0,
+        le=NEWEST_VERSION,
+        description="The newest file format a write may create or upgrade a file to: 2 for "
+        "Tableau before Desktop 2022.4.1 / Server 2023.1 (then decimals wider than 18 digits "
+        "are refused), 3 for Tableau before 2024.3. Default: no cap.",
     )
     send_usage_data: bool = Field(
         default=False, description="Opt in to sending Hyper usage data to Tableau."
@@ -47,6 +59,16 @@ class HyperResource(ConfigurableResource):
     )
 
     _hyper: SharedHyper | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _versions_in_order(self) -> HyperResource:
+        if self.default_database_version > self.max_database_version:
+            raise ConfigurationError(
+                f"HyperResource(default_database_version={self.default_database_version}) is "
+                f"above max_database_version={self.max_database_version}: lower the first or "
+                "raise the second."
+            )
+        return self
 
     @property
     def settings(self) -> HyperSettings:

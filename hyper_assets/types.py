@@ -8,6 +8,7 @@ for loading, and `spark_type` remembers a Spark type that Hyper cannot express e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,12 +22,26 @@ from tableauhyperapi import (
     escape_name,
 )
 
-from hyper_assets.errors import UnsupportedTypeError
+from hyper_assets.errors import DatabaseVersionError, UnsupportedTypeError
 
 #: Comment prefix that records the Spark type of a column whose Hyper type is wider.
 SPARK_TYPE_COMMENT = "hyper-assets:spark-type="
 
 _TIMESTAMP_NOTE = "stored as the wall-clock time in spark.sql.session.timeZone"
+
+#: The newest file format version this Hyper writes.
+NEWEST_VERSION = 4
+
+#: The oldest Tableau releases that open each file format version (Hyper API docs,
+#: "default_database_version"; docs/types.md says what is confirmed).
+READ_BY = {
+    0: "every Tableau release",
+    1: "Tableau 2019.2.10 / 2019.3.6 / 2019.4.5 / 2020.1.1+, Prep 2020.2+",
+    2: "Tableau Desktop/Server 2020.4.15 / 2021.1.12 / 2021.2.9 / 2021.3.8 / 2021.4.4 / "
+    "2022.1.2+, Prep 2022.3+",
+    3: "Tableau Desktop 2022.4.1+, Server 2023.1+, Prep 2022.4.1+",
+    4: "Tableau 2024.3+",
+}
 
 
 _SQL_NAMES = {
@@ -94,16 +109,17 @@ def _unsupported(table: str, name: str, type_name: str, fix: str) -> Unsupported
 
 
 def _decimal(
-    table: str, name: str, precision: int, scale: int, version: int, type_name: str
+    table: str, name: str, precision: int, scale: int, cap: int, type_name: str
 ) -> SqlType:
-    if precision > 18 and version < 3:
-        raise _unsupported(
-            table,
-            name,
-            type_name,
-            "NUMERIC with precision above 18 needs file format version 3: set "
-            "HyperResource(default_database_version=3) (Tableau Desktop 2022.4.1+, "
-            f"Server 2023.1+), or cast the column to decimal(18,{min(scale, 18)}) or double.",
+    if precision > 18 and cap < 3:
+        raise DatabaseVersionError(
+            f"Column {name!r} of {table} has type {type_name}, which needs file format "
+            f"version 3 (read by {READ_BY[3]}), above HyperResource(max_database_version="
+            f"{cap}). Cast the column to decimal(18,{min(scale, 18)}) or double, or raise "
+            "max_database_version to 3 if every Tableau that reads the file is that new.",
+            column=name,
+            needed=3,
+            cap=cap,
         )
     return SqlType.numeric(precision, scale)
 
@@ -112,9 +128,15 @@ def _float(version: int) -> SqlType:
     return SqlType.float() if version >= 4 else SqlType.double()
 
 
-def columns_from_spark(schema: T.StructType, table: str, version: int) -> list[Column]:
-    """Hyper columns for a Spark schema; raises `UnsupportedTypeError` naming the column."""
-    return [_spark_column(f, table, version) for f in schema.fields]
+def columns_from_spark(
+    schema: T.StructType, table: str, version: int, cap: int = NEWEST_VERSION
+) -> list[Column]:
+    """Hyper columns for a Spark schema; raises `UnsupportedTypeError` naming the column.
+
+    `version` is the file format version preferred (4 stores floats as REAL), `cap` the
+    newest a column may need (`DatabaseVersionError` above it).
+    """
+    return [_spark_column(f, table, version, cap) for f in schema.fields]
 
 
 #: Spark types stored as one Hyper type: (the type, whether the Spark type is kept in the
@@ -137,7 +159,7 @@ _SPARK_PLAIN: dict[type[T.DataType], tuple[SqlType, bool, StagedAs]] = {
 }
 
 
-def _spark_column(field: T.StructField, table: str, version: int) -> Column:
+def _spark_column(field: T.StructField, table: str, version: int, cap: int) -> Column:
     t, name, nullable = field.dataType, field.name, field.nullable
     simple = t.simpleString()
     if type(t) in _SPARK_PLAIN:
@@ -146,7 +168,7 @@ def _spark_column(field: T.StructField, table: str, version: int) -> Column:
     if isinstance(t, T.FloatType):
         return Column(name, _float(version), nullable, simple if version < 4 else None)
     if isinstance(t, T.DecimalType):
-        return Column(name, _decimal(table, name, t.precision, t.scale, version, simple), nullable)
+        return Column(name, _decimal(table, name, t.precision, t.scale, cap, simple), nullable)
     if isinstance(t, T.CharType):
         return Column(name, SqlType.char(t.length), nullable)
     if isinstance(t, T.VarcharType):
@@ -166,9 +188,11 @@ def _spark_column(field: T.StructField, table: str, version: int) -> Column:
     )
 
 
-def columns_from_arrow(schema: pa.Schema, table: str, version: int) -> list[Column]:
-    """Hyper columns for an Arrow schema; raises `UnsupportedTypeError` naming the column."""
-    return [_arrow_column(f, table, version) for f in schema]
+def columns_from_arrow(
+    schema: pa.Schema, table: str, version: int, cap: int = NEWEST_VERSION
+) -> list[Column]:
+    """Hyper columns for an Arrow schema, as `columns_from_spark` makes them."""
+    return [_arrow_column(f, table, version, cap) for f in schema]
 
 
 _ARROW_PLAIN: dict[pa.DataType, SqlType] = {
@@ -194,7 +218,7 @@ _ARROW_PLAIN: dict[pa.DataType, SqlType] = {
 }
 
 
-def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
+def _arrow_column(field: pa.Field, table: str, version: int, cap: int) -> Column:
     t = field.type
     if pa.types.is_dictionary(t):
         t = t.value_type
@@ -214,7 +238,7 @@ def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
             "e.g. pa.nulls(n, pa.string()) or table.cast(schema).",
         )
     if pa.types.is_decimal(t) and t.precision <= 38:
-        sql_type = _decimal(table, field.name, t.precision, t.scale, version, str(t))
+        sql_type = _decimal(table, field.name, t.precision, t.scale, cap, str(t))
         return Column(field.name, sql_type, field.nullable)
     raise _unsupported(
         table,
@@ -223,6 +247,18 @@ def _arrow_column(field: pa.Field, table: str, version: int) -> Column:
         "Cast it first (float16 to float32, time64[ns] to time64[us], lists and structs "
         "to strings).",
     )
+
+
+def needed_version(columns: Sequence[Column]) -> int:
+    """The oldest file format version that stores every column: 3 for NUMERIC wider than
+    18 digits (128-bit), 4 for REAL, else 0."""
+    needs = [0]
+    for column in columns:
+        if column.sql_type.tag == TypeTag.NUMERIC and (column.sql_type.precision or 0) > 18:
+            needs.append(3)
+        elif column.sql_type.tag == TypeTag.FLOAT:
+            needs.append(4)
+    return max(needs)
 
 
 def columns_from_table(

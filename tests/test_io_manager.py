@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from dagster import (
 )
 from helpers import query, staged_row_counts, table_rows
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from tableauhyperapi import Connection, TableName
 
 from hyper_assets import (
     ConfigurationError,
@@ -33,7 +36,11 @@ from hyper_assets import (
     UnsupportedTypeError,
     ingest,
 )
+from hyper_assets.errors import DatabaseVersionError
 from hyper_assets.outbox import Outbox
+from hyper_assets.tables import Catalog
+
+STORES = TableName("Extract", "stores")
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 
@@ -442,17 +449,122 @@ def test_complex_types_are_refused_with_the_column_named(spark, hyper, database)
     assert not database.exists()
 
 
-def test_wide_decimal_needs_file_version_3(spark, hyper, database):
-    @asset
-    def money() -> DataFrame:
-        return spark.sql("SELECT CAST('12345678901234567890.1234' AS DECIMAL(38, 4)) AS amount")
+PRICES = (
+    "SELECT * FROM VALUES (1, CAST('9999999999.99' AS DECIMAL(12, 2))), "
+    "(1, CAST('0.01' AS DECIMAL(12, 2))), (2, CAST('12.34' AS DECIMAL(12, 2))) AS t(k, price)"
+)
 
-    with pytest.raises(UnsupportedTypeError, match=r"'amount'.*default_database_version=3"):
-        materialize([money], resources={"io_manager": io(database)})
-    run([money], database, io_kwargs={"default_database_version": 3})
-    assert query(hyper, database, 'SELECT amount FROM "Extract".money') == [
-        [Decimal("12345678901234567890.1234")]
+
+def file_version(hyper, database: Path) -> int:
+    return int(
+        query(hyper, database, "SELECT database_version FROM pg_catalog.hyper_database")[0][0]
+    )
+
+
+def test_a_spark_sum_of_decimals_loads_with_default_settings(spark, hyper, database):
+    @asset
+    def totals() -> DataFrame:
+        frame = spark.sql(PRICES).groupBy("k").agg(F.sum("price").alias("total"))
+        assert frame.schema["total"].dataType.simpleString() == "decimal(22,2)"
+        return frame
+
+    result = run([totals], database)
+    assert table_rows(hyper, database, '"Extract".totals') == [
+        (1, Decimal("10000000000.00")),
+        (2, Decimal("12.34")),
     ]
+    assert file_version(hyper, database) == 3  # created at the version its columns need
+    assert "database_version_upgraded" not in metadata(result, "totals")
+
+
+def test_a_version_2_file_upgrades_itself_keeping_every_table_row_and_key(spark, hyper, database):
+    @asset(metadata={"primary_key": ["k"]})
+    def stores() -> DataFrame:
+        return spark.sql("SELECT * FROM VALUES (1, 'north'), (2, 'south') AS t(k, name)")
+
+    @asset(
+        partitions_def=DAYS, metadata={"partition_expr": "day", "foreign_keys": {"k": "stores.k"}}
+    )
+    def prices() -> DataFrame:
+        return spark.sql(PRICES).selectExpr("DATE'2024-01-02' AS day", "*")
+
+    @asset(metadata={"foreign_keys": {"k": "stores.k"}})
+    def totals() -> DataFrame:
+        return spark.sql(PRICES).groupBy("k").agg(F.sum("price").alias("total"))
+
+    run([stores], database)
+    run([prices], database, partition_key="2024-01-02")
+    assert file_version(hyper, database) == 2
+    before = {t: table_rows(hyper, database, t) for t in ('"Extract".stores', '"Extract".prices')}
+    Outbox(database).start_tracking()  # as after a first publish
+
+    result = run([totals], database)
+    assert metadata(result, "totals")["database_version_upgraded"] == "2 -> 3"
+    assert file_version(hyper, database) == 3
+    assert {t: table_rows(hyper, database, t) for t in before} == before
+    assert table_rows(hyper, database, '"Extract".totals') == [
+        (1, Decimal("10000000000.00")),
+        (2, Decimal("12.34")),
+    ]
+    with Connection(hyper.endpoint, str(database)) as connection:
+        catalog = Catalog(connection)
+        keys = {str(t): catalog.keys(t) for t in catalog.tables()}
+    assert keys['"Extract"."stores"'].primary_key == ("k",)
+    for table in ('"Extract"."prices"', '"Extract"."totals"'):
+        (fk,) = keys[table].foreign_keys
+        assert (fk.columns, str(fk.ref_table), fk.ref_columns) == (("k",), str(STORES), ("k",))
+    (change,) = Outbox(database).changes()
+    assert (change.kind, change.table) == ("replace", TableName("Extract", "totals"))
+    assert not list(database.parent.glob("*.before-upgrade"))
+
+
+def test_a_write_refused_after_the_upgrade_leaves_the_file_as_it_was(spark, hyper, database):
+    @asset(metadata={"primary_key": ["k"]})
+    def stores() -> DataFrame:
+        return spark.sql(f"SELECT DISTINCT k, CAST(1 AS DECIMAL(12, 2)) AS price FROM ({PRICES})")
+
+    @asset(metadata={"foreign_keys": {"k": "stores.k"}})
+    def sales() -> DataFrame:
+        return spark.sql("SELECT 1 AS k")
+
+    run([stores], database)
+    run([sales], database)
+    digest = hashlib.sha256(database.read_bytes()).hexdigest()
+    sql_of_stores = f"SELECT k, SUM(price) AS price FROM ({PRICES}) GROUP BY k"
+
+    @asset(name="stores", metadata={"primary_key": ["k"]})
+    def wider_stores() -> DataFrame:
+        return spark.sql(sql_of_stores)
+
+    # New column types for a table another references: refused after the file was upgraded.
+    with pytest.raises(SchemaMismatchError, match="reference it"):
+        materialize([wider_stores], resources={"io_manager": io(database)})
+    assert hashlib.sha256(database.read_bytes()).hexdigest() == digest
+    assert file_version(hyper, database) == 2
+
+
+def test_a_version_cap_refuses_a_wide_decimal_before_spark_runs(spark, hyper, database):
+    @asset
+    def small() -> DataFrame:
+        return spark.sql("SELECT CAST(1 AS DECIMAL(10, 2)) AS amount")
+
+    @asset
+    def totals() -> DataFrame:  # Spark fails if it computes a row
+        return spark.sql(
+            "SELECT SUM(CAST(IF(id >= 0, raise_error('Spark ran'), 1) AS DECIMAL(12, 2))) "
+            "AS total FROM range(3)"
+        )
+
+    run([small], database)
+    digest = hashlib.sha256(database.read_bytes()).hexdigest()
+    capped = io(database, max_database_version=2)
+    with pytest.raises(DatabaseVersionError) as info:
+        materialize([totals], resources={"io_manager": capped})
+    message = str(info.value)
+    for part in ("'total'", "Extract.totals", "decimal(22,2)", "max_database_version=2"):
+        assert part in message
+    assert (info.value.column, info.value.needed, info.value.cap) == ("total", 3, 2)
+    assert hashlib.sha256(database.read_bytes()).hexdigest() == digest
 
 
 def test_loading_a_missing_table_or_file_is_a_clear_error(spark, database):
@@ -581,20 +693,6 @@ def test_upsert_refuses_repeated_and_null_keys(spark, hyper, database):
     with pytest.raises(SchemaMismatchError, match=r"1 key.*more than once and 1 row"):
         materialize([users], resources={"io_manager": io(database)})
     assert table_rows(hyper, database, '"Extract".users') == [(1, "a")]
-
-
-def test_an_older_file_version_is_explained(spark, hyper, database):
-    @asset
-    def small_money() -> DataFrame:
-        return spark.sql("SELECT CAST(1 AS DECIMAL(10, 2)) AS amount")
-
-    @asset
-    def big_money() -> DataFrame:
-        return spark.sql("SELECT CAST(1 AS DECIMAL(30, 2)) AS amount")
-
-    run([small_money], database)
-    with pytest.raises(UnsupportedTypeError, match="keeps the version it was created with"):
-        materialize([big_money], resources={"io_manager": io(database, default_database_version=3)})
 
 
 @pytest.mark.parametrize("change_columns", [False, True])

@@ -129,14 +129,14 @@ def test_spark_mapping_table():
         (T.ArrayType(T.IntegerType()), "Explode"),
         (T.MapType(T.StringType(), T.IntegerType()), "to_json"),
         (T.StructType([T.StructField("a", T.IntegerType())]), "separate columns"),
-        (T.DecimalType(38, 2), "default_database_version=3"),
+        (T.DecimalType(38, 2), "max_database_version=2"),
         (T.CalendarIntervalType(), "Cast it"),
     ],
 )
 def test_unsupported_spark_types_name_column_type_and_fix(data_type, fix):
     schema = T.StructType([T.StructField("bad col", data_type)])
     with pytest.raises(UnsupportedTypeError) as info:
-        columns_from_spark(schema, "Extract.facts", version=2)
+        columns_from_spark(schema, "Extract.facts", version=2, cap=2)
     message = str(info.value)
     assert "'bad col'" in message and "Extract.facts" in message
     assert data_type.simpleString() in message and fix in message

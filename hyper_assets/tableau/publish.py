@@ -6,7 +6,8 @@ A publish makes a plan while holding the database's lock, saves it in
 - a *full* plan holds a copy of the file, published with overwrite. It is made for the
   first publish, when asked, when the data source is gone from the server, when a table
   was added or dropped or changed its shape (columns, types, nullability, collations,
-  keys), and when a crash left an append whose outcome cannot be told;
+  keys) or the file its format version, and when a crash left an append whose outcome
+  cannot be told;
 - an *update* plan holds batches, each a payload file and its actions, which the server
   applies atomically, in order (`hyper_assets.tableau.changes` says which actions).
 
@@ -42,6 +43,7 @@ from tableauhyperapi import Connection, Nullability, TableName
 
 from hyper_assets._files import MEGABYTE, write_json
 from hyper_assets._sql import count_rows
+from hyper_assets.compaction import file_version
 from hyper_assets.errors import (
     PayloadTooLargeError,
     PublishError,
@@ -104,6 +106,7 @@ class Plan:
     batches: list[Batch] = field(default_factory=list)
     payload_bytes: int = 0
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    database_version: int | None = None  # the file's format version; None in older plans
 
     def request_id(self, index: int) -> str:
         """Stable for one batch attempt: derived from the plan, its changes and the attempt."""
@@ -267,13 +270,14 @@ class Publisher:
                 self.outbox.settle(connection)
                 changes = self.outbox.changes()
                 fingerprint = _fingerprint(connection)
+                version = file_version(connection, self.database)
                 catalog = Catalog(connection)
                 types = {
                     c.table: {col.name: col.sql_type for col in catalog.columns(c.table)}
                     for c in changes
                     if catalog.exists(c.table)
                 }
-                reason = full_reason or _shape_reason(changes, fingerprint, self._state())
+                reason = full_reason or _shape_reason(changes, fingerprint, version, self._state())
                 rows = [
                     {
                         "table": table_label(t),
@@ -288,7 +292,12 @@ class Publisher:
                 return None
             carried = [c.to_json() for c in changes]
             plan = Plan(
-                "full" if reason else "update", reason, carried, fingerprint, self._target()
+                "full" if reason else "update",
+                reason,
+                carried,
+                fingerprint,
+                self._target(),
+                database_version=version,
             )
             files = self._files(plan)
             shutil.rmtree(files, ignore_errors=True)
@@ -379,7 +388,8 @@ class Publisher:
             on_progress=self._upload_progress(snapshot.name),
         )
         state = {"target": self._target(), "datasource_id": source.id}
-        write_json(self._state_path, state | {"fingerprint": plan.fingerprint})
+        shape = {"fingerprint": plan.fingerprint, "database_version": plan.database_version}
+        write_json(self._state_path, state | shape)
         return []
 
     def _send_batches(self, plan: Plan) -> list[Job]:
@@ -590,15 +600,27 @@ def _forced_reason(full: bool, ours: bool, current: bool) -> str:
 
 
 def _shape_reason(
-    changes: list[Change], fingerprint: dict[str, Any], state: dict[str, Any] | None
+    changes: list[Change],
+    fingerprint: dict[str, Any],
+    version: int,
+    state: dict[str, Any] | None,
 ) -> str:
-    """Why the recorded changes cannot be sent as an update, or "" when they can."""
+    """Why the recorded changes cannot be sent as an update, or "" when they can.
+
+    A file whose format `version` changed since it was last published is sent whole:
+    Tableau keeps the version of the file it was sent. A publish state written before
+    versions were recorded counts as version 2, the default then.
+    """
     uncertain = [c for c in changes if c.uncertain]
     if uncertain:
         return (
             f"a crash left an append to {table_label(uncertain[0].table)} whose outcome "
             "cannot be told"
         )
+    published_version = (state or {}).get("database_version")
+    published_version = 2 if published_version is None else published_version
+    if published_version != version:
+        return f"the file's format version changed ({published_version} -> {version})"
     published = (state or {}).get("fingerprint", {})
     for label, shape in fingerprint.items():
         if label not in published:

@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import pytest
 import tableauserverclient as TSC
 from tableauhyperapi import Connection, SqlType, TableDefinition, TableName, escape_name
 
-from hyper_assets import HyperIOManager, HyperResource
+from hyper_assets import HyperIOManager, HyperResource, VersionUpgrade, upgrade_database
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import (
     AmbiguousProjectError,
@@ -791,3 +792,58 @@ def test_a_project_path_publishes_into_that_nested_project(setup: Setup) -> None
     with pytest.raises(AmbiguousProjectError) as several:
         setup.publish()
     assert several.value.candidates == ["EMEA", "Retail/EMEA"]
+
+
+def test_a_file_upgraded_to_a_newer_format_version_is_published_whole(setup: Setup) -> None:
+    """Tableau keeps the version of the file it was sent: an upgrade replaces its copy."""
+    published_base(setup)
+
+    @dg.asset
+    def totals() -> pa.Table:  # decimal(22,2): a sum of decimal(12,2), as Spark types it
+        total = pa.array([Decimal("12345678901234567890.12")], pa.decimal128(22, 2))
+        return pa.table({"k": pa.array([1], pa.int64()), "total": total})
+
+    result = dg.materialize([totals], resources=setup.resources())
+    (event,) = result.get_asset_materialization_events()
+    assert event.materialization.metadata["database_version_upgraded"].value == "2 -> 3"
+    upgraded = setup.publish()
+    assert (upgraded["publish"], upgraded["reason"]) == (
+        "full",
+        "the file's format version changed (2 -> 3)",
+    )
+    setup.assert_equal()
+    assert remote_version(setup) == 3
+    assert setup.publish()["publish"] == "none"
+
+    assert upgrade_database(setup.database, 4) == VersionUpgrade(3, 4)
+    again = setup.publish()
+    assert (again["publish"], again["reason"]) == (
+        "full",
+        "the file's format version changed (3 -> 4)",
+    )
+    assert remote_version(setup) == 4
+    setup.assert_equal()
+
+
+def test_a_version_0_file_is_published_whole_once_then_updated(setup: Setup) -> None:
+    """The published version is compared as a number: 0 is not "unknown" (the default 2)."""
+    with Connection(setup.hyper.endpoint) as connection:
+        connection.execute_command(
+            f"CREATE DATABASE {escape_name(str(setup.database))} WITH VERSION 0"
+        )
+    setup.write("products")
+    assert setup.publish()["publish"] == "full"
+    setup.world.products = [(1, "tea"), (2, "cake")]
+    setup.write("products")
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()
+    assert remote_version(setup) == 0
+
+
+def remote_version(setup: Setup) -> int:
+    with Connection(setup.hyper.endpoint, setup.remote()) as connection:
+        return int(
+            connection.execute_scalar_query(
+                "SELECT database_version FROM pg_catalog.hyper_database"
+            )
+        )
