@@ -11,7 +11,9 @@ DML; and a failed statement aborts the transaction):
 - `append`: INSERT.
 - `upsert`: DELETE the rows whose key arrives + INSERT, in one transaction.
 
-The caller closes the connection afterwards: only then is the change durable.
+A write that raises made no change (a table it created is dropped again: Hyper keeps a
+CREATE TABLE that a ROLLBACK undoes the rows of). The caller closes the connection
+afterwards: only then is the change durable.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from hyper_assets.errors import (
     ConfigurationError,
     IngestError,
     NullInNotNullColumnError,
+    PrimaryKeyError,
     SchemaMismatchError,
     UnsupportedTypeError,
 )
@@ -72,10 +75,9 @@ class Write:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """Rows loaded, rows in the window (or table) after, rows the write deleted or replaced."""
+    """Rows loaded, and rows the write deleted or replaced."""
 
     rows_loaded: int
-    row_count: int
     rows_deleted: int
     seconds: float
     notes: tuple[str, ...] = ()
@@ -200,7 +202,8 @@ def _check_keys(write: Write) -> None:
 
 
 def write_table(connection: Connection, write: Write, staged: Staged) -> WriteResult:
-    """Runs `write` with the `staged` rows; on any error the table's rows are as they were."""
+    """Runs `write` with the `staged` rows, committed when it returns; when it raises, the
+    table is as it was (the outbox relies on it)."""
     started = time.perf_counter()
     _check_keys(write)
     catalog = Catalog(connection)
@@ -210,10 +213,7 @@ def write_table(connection: Connection, write: Write, staged: Staged) -> WriteRe
         loaded, deleted = _write(connection, catalog, write, staged)
     except HyperException as error:
         raise _explain(connection, error, write, staged.files) from error
-    where = f" WHERE {write.where}" if write.where else ""
-    (count,) = connection.execute_list_query(f"SELECT COUNT(*) FROM {write.table}{where}")[0]
-    seconds = time.perf_counter() - started
-    return WriteResult(loaded, int(count), deleted, seconds, tuple(notes))
+    return WriteResult(loaded, deleted, time.perf_counter() - started, tuple(notes))
 
 
 def _write(
@@ -222,11 +222,7 @@ def _write(
     """Rows loaded, and rows deleted or replaced (the space a compaction may win back)."""
     table = write.table
     if not catalog.exists(table):
-        with transaction(connection):
-            connection.execute_command(f"CREATE SCHEMA IF NOT EXISTS {table.schema_name}")
-            for statement in create_table_sql(table, write.columns, write.keys):
-                connection.execute_command(statement)
-            return _insert(connection, write, table, staged), 0
+        return _create(connection, write, staged), 0
     stored = catalog.columns(table)
     if write.mode == WriteMode.REPLACE:
         nullability = {c.name: c.nullable for c in stored}
@@ -250,6 +246,24 @@ def _write(
         return _insert(connection, write, table, staged), deleted
 
 
+def _create(connection: Connection, write: Write, staged: Staged) -> int:
+    """The first write of a table: CREATE + INSERT; a failure leaves no table (nor schema)."""
+    table, schema = write.table, write.table.schema_name
+    new_schema = schema not in connection.catalog.get_schema_names()
+    try:
+        with transaction(connection):
+            connection.execute_command(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            for statement in create_table_sql(table, write.columns, write.keys):
+                connection.execute_command(statement)
+            return _insert(connection, write, table, staged)
+    except BaseException:
+        with suppress(HyperException):
+            connection.execute_command(f"DROP TABLE IF EXISTS {table}")
+            if new_schema:
+                connection.execute_command(f"DROP SCHEMA IF EXISTS {schema}")
+        raise
+
+
 def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]) -> int:
     """Deletes the rows whose key arrives (keys must be unique and not NULL); how many."""
     table, key = write.table, write.keys.primary_key
@@ -261,7 +275,7 @@ def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]
         f"HAVING COUNT(*) > 1) AS d), (SELECT COUNT(*) FROM {source} WHERE {any_null})"
     )
     if repeated or nulls:
-        raise SchemaMismatchError(
+        raise PrimaryKeyError(
             f"The upsert into {table_label(table)} has {repeated} key(s) that occur more "
             f"than once and {nulls} row(s) with a NULL key ({list(key)}); nothing was "
             "written. Deduplicate the rows on the primary key and drop NULL keys."

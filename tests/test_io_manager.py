@@ -24,10 +24,12 @@ from pyspark.sql import DataFrame
 
 from hyper_assets import (
     ConfigurationError,
+    DataError,
     HyperIOManager,
     HyperResource,
     IngestError,
     NullInNotNullColumnError,
+    PrimaryKeyError,
     SchemaMismatchError,
     TableNotFoundError,
     UnsupportedTypeError,
@@ -578,8 +580,11 @@ def test_upsert_refuses_repeated_and_null_keys(spark, hyper, database):
 
     run([users], database)
     sql["v"] = "SELECT * FROM VALUES (1, 'b'), (1, 'c'), (CAST(NULL AS INT), 'd') AS t(k, v)"
-    with pytest.raises(SchemaMismatchError, match=r"1 key.*more than once and 1 row"):
+    with pytest.raises(PrimaryKeyError, match=r"1 key.*more than once and 1 row") as refused:
         materialize([users], resources={"io_manager": io(database)})
+    assert isinstance(refused.value, DataError) and not isinstance(
+        refused.value, SchemaMismatchError
+    )  # the rows are wrong, not the table's definition
     assert table_rows(hyper, database, '"Extract".users') == [(1, "a")]
 
 
