@@ -45,6 +45,7 @@ from hyper_assets.errors import (
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_counts, partition_window
+from hyper_assets.preflight import check_database_path, check_frame
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
 from hyper_assets.spec import TableSpec, WriteMode, input_columns
@@ -131,6 +132,9 @@ class HyperIOManager(ConfigurableIOManager):
             self._staging = StagingArea(self.staging_dir, self.staging_s3)
         return self._staging
 
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        check_database_path(self.database)  # before the step's Spark work, not after
+
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.staging.release()
         self.hyper.close()
@@ -156,6 +160,7 @@ class HyperIOManager(ConfigurableIOManager):
                 f"Asset {label} returned a {type(obj).__name__}; HyperIOManager stores "
                 "pyspark.sql.DataFrame and pyarrow.Table."
             )
+        check_frame(context.asset_key.to_user_string(), spec, columns, context.has_asset_partitions)
         write = Write(
             table,
             columns,
