@@ -127,18 +127,22 @@ def _insert(connection: Connection, write: Write, target: TableName, staged: Sta
     )
     expected = staged.rows
     if loaded != expected and write.where:
-        raise SchemaMismatchError(
-            f"{expected - loaded} of {expected} rows for {table_label(write.table)} fall "
-            f"outside the partition being written ({write.where}) or have NULL there; "
-            "nothing was written. Filter the DataFrame to the partition's window "
-            "(context.partition_time_window) before returning it."
-        )
+        raise _outside_window(write, expected - loaded, expected)
     if loaded != expected:
         raise IngestError(
             f"Hyper loaded {loaded} of the {expected} rows staged for "
             f"{table_label(write.table)}; nothing was written. Run the step again."
         )
     return loaded
+
+
+def _outside_window(write: Write, outside: int, rows: int) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"{outside} of {rows} rows for {table_label(write.table)} fall outside the "
+        f"partition being written ({write.where}) or have NULL there; nothing was written. "
+        "Filter the DataFrame to the partition's window (context.partition_time_window) "
+        "before returning it."
+    )
 
 
 def _explain(
@@ -247,8 +251,19 @@ def _write(
 
 
 def _create(connection: Connection, write: Write, staged: Staged) -> int:
-    """The first write of a table: CREATE + INSERT; a failure leaves no table (nor schema)."""
+    """The first write of a table: CREATE + INSERT; a failure leaves no table (nor schema).
+
+    Rows outside the partition are refused before the CREATE, with the file untouched (a
+    table created and dropped again changes its bytes).
+    """
     table, schema = write.table, write.table.schema_name
+    if write.where and staged.files:
+        source = source_sql(staged.files, write.columns)
+        inside = connection.execute_scalar_query(
+            f"SELECT COUNT(*) FROM {source} WHERE {write.where}"
+        )
+        if inside != staged.rows:
+            raise _outside_window(write, staged.rows - inside, staged.rows)
     new_schema = schema not in connection.catalog.get_schema_names()
     try:
         with transaction(connection):

@@ -133,23 +133,14 @@ def test_a_database_below_a_file_fails_when_the_io_manager_starts(
 
 
 def test_a_failed_first_write_creates_no_table(spark: SparkSession, database: Path) -> None:
-    outbox = digest(database)
-    with pytest.raises(SchemaMismatchError, match="outside the partition"):
+    before = digest(database)
+    with pytest.raises(SchemaMismatchError, match=r"5 of 5 rows .* fall outside the partition"):
         materialize(
             [sales_asset(spark, "new_sales")],  # the rows are of 2024-01-02
             resources={"io_manager": HyperIOManager(database=str(database), default_schema="New")},
             partition_key="2024-01-03",
         )
-    io_manager = HyperIOManager(database=str(database))
-    with io_manager.hyper.connect(database) as connection:
-        assert sorted(str(t) for t in Catalog(connection).tables()) == [
-            '"Extract"."sales"',
-            '"Extract"."stores"',
-        ]  # neither the table nor its new schema
-    io_manager.hyper.close()
-    assert {k: v for k, v in digest(database).items() if k != database.name} == {
-        k: v for k, v in outbox.items() if k != database.name
-    }
+    assert digest(database) == before  # neither the table nor its new schema, not a byte
 
 
 def test_a_foreign_key_to_a_missing_table_suggests_a_close_name(database: Path) -> None:

@@ -127,10 +127,11 @@ REFUSED = {
 @pytest.mark.parametrize("refusal", REFUSED)
 def test_a_refused_write_leaves_nothing_for_the_publish(shop: Shop, refusal: str) -> None:
     make, partition, error = REFUSED[refusal]
-    outbox, remote = shop.outbox_files(), shop.remote()
+    outbox, remote, file = shop.outbox_files(), shop.remote(), shop.database.read_bytes()
     with pytest.raises(error):
         shop.write(make(), partition)
     assert shop.outbox_files() == outbox
+    assert shop.database.read_bytes() == file
     with shop.io_manager.hyper.connect(shop.database) as connection:
         assert not connection.catalog.has_table(TableName("Extract", "returns"))
     assert summary(shop.publish()) == NOTHING
