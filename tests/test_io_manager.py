@@ -487,7 +487,7 @@ def test_a_key_naming_no_column_fails_before_any_row_is_written(spark, hyper, da
 
     run([ledger], database)
     meta["primary_key"] = ["idd"]
-    with pytest.raises(ConfigurationError, match=r"\['idd'\], which are not columns"):
+    with pytest.raises(ConfigurationError, match=r"primary_key names column 'idd', which the"):
         materialize([ledger], resources={"io_manager": io(database)})
     assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".ledger') == [[3]]
 
