@@ -7,7 +7,8 @@ DML; and a failed statement aborts the transaction):
 - `replace`: full refresh. Same columns: TRUNCATE + INSERT in one transaction. New
   columns: load a new table, then DROP + RENAME in one DDL transaction.
 - `partition`: DELETE the partition's rows + INSERT the new ones, in one transaction;
-  rows outside the partition abort it.
+  rows outside the partition abort it. New columns only when the window holds every row
+  of the table: then as a full refresh with new columns.
 - `append`: INSERT.
 - `upsert`: DELETE the rows whose key arrives + INSERT, in one transaction.
 
@@ -236,7 +237,10 @@ def _write(
         if not same or catalog.keys_conflict(table, write.keys):
             return _swap(connection, catalog, write, staged)
     else:
-        require_same_schema(table, stored, write.columns)
+        changed = schema_differences(stored, write.columns)
+        if changed and write.mode == WriteMode.PARTITION and _holds_all(connection, write):
+            return _swap(connection, catalog, write, staged)  # all its rows: a full refresh
+        require_same_schema(table, stored, write.columns, _KEEP_COLUMNS[write.mode])
     catalog.add_missing_keys(table, write.keys)
     with transaction(connection):
         deleted = 0
@@ -248,6 +252,28 @@ def _write(
         elif write.mode == WriteMode.UPSERT and staged.files:
             deleted = _delete_upserted(connection, write, staged.files)
         return _insert(connection, write, table, staged), deleted
+
+
+_KEEP_ROWS = (
+    "Appends and upserts keep the table's columns: change the asset to produce them, or, to "
+    "change them, run it once without write_mode, returning all of the table's rows (a full "
+    "refresh)."
+)
+#: What to do about rows whose columns differ from the stored table's, by write mode.
+_KEEP_COLUMNS = {
+    WriteMode.APPEND: _KEEP_ROWS,
+    WriteMode.UPSERT: _KEEP_ROWS,
+    WriteMode.PARTITION: "A partition write keeps the table's columns unless it replaces "
+    "every row of the table: change the asset to produce them, or, to change them, write "
+    "all the partitions the table holds in one run (give the asset "
+    "backfill_policy=BackfillPolicy.single_run() and launch a backfill of the whole range, "
+    "e.g. dagster asset materialize --select <asset> --partition-range <first>...<last>).",
+}
+
+
+def _holds_all(connection: Connection, write: Write) -> bool:
+    """Whether every row of the table is in the window `write` replaces."""
+    return count_rows(connection, write.table) == count_rows(connection, write.table, write.where)
 
 
 def _create(connection: Connection, write: Write, staged: Staged) -> int:

@@ -263,12 +263,14 @@ def _shown(column: Column) -> str:
     return column.sql + (f" (Spark {column.spark_type})" if column.spark_type else "")
 
 
-def require_same_schema(table: TableName, stored: list[Column], new: list[Column]) -> None:
+def require_same_schema(
+    table: TableName, stored: list[Column], new: list[Column], advice: str
+) -> None:
+    """Refuses `new` columns that differ from the `stored` ones, with `advice` on what to do."""
     diffs = schema_differences(stored, new)
     if diffs:
         raise SchemaMismatchError(
             f"The rows for {table_label(table)} do not match the stored table: "
             + "; ".join(diffs)
-            + ". Appends, upserts and partition writes keep the table's columns: change "
-            "the asset to produce them, or run an unpartitioned full refresh to change them."
+            + f". {advice}"
         )

@@ -1,18 +1,27 @@
-"""Mistakes caught before Spark runs, with nothing left behind.
+"""Mistakes caught early, with nothing left behind.
 
-Each mistake is a Spark asset's: the frame's schema is known before any Spark job, so the
-IO manager refuses it before staging. Spark's status tracker proves no job ran, and the
-`.hyper` file and its outbox are byte for byte as they were.
+Each metadata mistake is a Spark asset's: the frame's schema is known before any Spark
+job, so the IO manager refuses it before staging. Spark's status tracker proves no job ran,
+and the `.hyper` file and its outbox are byte for byte as they were. So are they after a
+refused first write and a refused change of a partitioned table's columns.
 """
 
 import hashlib
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from dagster import DailyPartitionsDefinition, asset, materialize
+from dagster import (
+    AssetExecutionContext,
+    BackfillPolicy,
+    DailyPartitionsDefinition,
+    asset,
+    materialize,
+)
 from pyspark.sql import DataFrame, SparkSession
-from tableauhyperapi import TableName
+from tableauhyperapi import Date, TableName
 
 from hyper_assets import ConfigurationError, HyperIOManager, SchemaMismatchError
 from hyper_assets.outbox import Outbox
@@ -156,3 +165,45 @@ def test_a_foreign_key_to_a_missing_table_suggests_a_close_name(database: Path) 
     assert keys.foreign_keys == ()
     assert typo_note.endswith("Did you mean Extract.stores? Then fix metadata foreign_keys")
     assert "Did you mean" not in far_note
+
+
+def test_a_partitioned_table_changes_its_columns_only_in_a_run_of_all_its_partitions(
+    tmp_path: Path,
+) -> None:
+    """The drift error says which run changes the columns, and that run does."""
+    columns = {"day": pa.date32(), "n": pa.int64()}
+
+    @asset(
+        partitions_def=DAYS,
+        metadata={"partition_expr": "day"},
+        backfill_policy=BackfillPolicy.single_run(),
+    )
+    def visits(context: AssetExecutionContext) -> pa.Table:
+        start, end = context.partition_time_window
+        days = [start.date() + timedelta(d) for d in range((end - start).days)]
+        rows = {"day": days, "n": [7] * len(days), "note": ["new"] * len(days)}
+        return pa.table({name: rows[name] for name in columns}, pa.schema(columns))
+
+    database = tmp_path / "shop.hyper"
+    io_manager = HyperIOManager(database=str(database))
+    for day in ("2024-01-02", "2024-01-03"):
+        materialize([visits], resources={"io_manager": io_manager}, partition_key=day)
+    columns["note"] = pa.string()
+    before = digest(database)
+    with pytest.raises(SchemaMismatchError, match="'note' is not in the stored table") as refused:
+        materialize([visits], resources={"io_manager": io_manager}, partition_key="2024-01-03")
+    assert (
+        "write all the partitions the table holds in one run (give the asset "
+        "backfill_policy=BackfillPolicy.single_run() and launch a backfill of the whole range, "
+        "e.g. dagster asset materialize --select <asset> --partition-range <first>...<last>)"
+    ) in str(refused.value)
+    assert digest(database) == before
+    whole_range = {
+        "dagster/asset_partition_range_start": "2024-01-02",
+        "dagster/asset_partition_range_end": "2024-01-03",
+    }
+    materialize([visits], resources={"io_manager": io_manager}, tags=whole_range)
+    with io_manager.hyper.connect(database) as connection:
+        rows = connection.execute_list_query('SELECT * FROM "Extract"."visits" ORDER BY day')
+    io_manager.hyper.close()
+    assert rows == [[Date(2024, 1, 2), 7, "new"], [Date(2024, 1, 3), 7, "new"]]
