@@ -36,5 +36,7 @@ def detach(connection: Connection, alias: str) -> None:
     connection.execute_command(f"DETACH DATABASE {escape_name(alias)}")
 
 
-def count_rows(connection: Connection, table: TableName) -> int:
-    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}"))
+def count_rows(connection: Connection, table: TableName, where: str | None = None) -> int:
+    """Rows of `table`, or of those matching the SQL predicate `where`."""
+    condition = f" WHERE {where}" if where else ""
+    return int(connection.execute_scalar_query(f"SELECT COUNT(*) FROM {table}{condition}"))

@@ -13,7 +13,9 @@ HyperAssetsError
 ├── UnsupportedTypeError            a column type a .hyper table cannot store
 │   └── DatabaseVersionError        a column needing a file version above max_database_version
 ├── SchemaMismatchError             rows that do not fit the stored table
-├── NullInNotNullColumnError
+├── DataError                       rows whose values break the table's rules
+│   ├── NullInNotNullColumnError
+│   └── PrimaryKeyError             an upsert's rows with NULL or repeated keys
 ├── TableNotFoundError
 ├── DatabaseLockedError             the file held by another program too long
 ├── IngestError                     staged rows not loaded (or not all arrived)
@@ -67,8 +69,16 @@ class SchemaMismatchError(HyperAssetsError):
     """Rows to append or to replace a partition with differ from the stored table."""
 
 
-class NullInNotNullColumnError(HyperAssetsError):
+class DataError(HyperAssetsError):
+    """Rows whose values break the table's rules; fix the data, not the definition."""
+
+
+class NullInNotNullColumnError(DataError):
     """A NULL arrived for a column declared NOT NULL."""
+
+
+class PrimaryKeyError(DataError):
+    """Rows to upsert whose primary key is NULL, or occurs more than once."""
 
 
 class DatabaseLockedError(HyperAssetsError):

@@ -7,11 +7,14 @@ DML; and a failed statement aborts the transaction):
 - `replace`: full refresh. Same columns: TRUNCATE + INSERT in one transaction. New
   columns: load a new table, then DROP + RENAME in one DDL transaction.
 - `partition`: DELETE the partition's rows + INSERT the new ones, in one transaction;
-  rows outside the partition abort it.
+  rows outside the partition abort it. New columns only when the window holds every row
+  of the table: then as a full refresh with new columns.
 - `append`: INSERT.
 - `upsert`: DELETE the rows whose key arrives + INSERT, in one transaction.
 
-The caller closes the connection afterwards: only then is the change durable.
+A write that raises made no change (a table it created is dropped again: Hyper keeps a
+CREATE TABLE that a ROLLBACK undoes the rows of). The caller closes the connection
+afterwards: only then is the change durable.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from hyper_assets.errors import (
     ConfigurationError,
     IngestError,
     NullInNotNullColumnError,
+    PrimaryKeyError,
     SchemaMismatchError,
     UnsupportedTypeError,
 )
@@ -72,10 +76,9 @@ class Write:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """Rows loaded, rows in the window (or table) after, rows the write deleted or replaced."""
+    """Rows loaded, and rows the write deleted or replaced."""
 
     rows_loaded: int
-    row_count: int
     rows_deleted: int
     seconds: float
     notes: tuple[str, ...] = ()
@@ -125,18 +128,22 @@ def _insert(connection: Connection, write: Write, target: TableName, staged: Sta
     )
     expected = staged.rows
     if loaded != expected and write.where:
-        raise SchemaMismatchError(
-            f"{expected - loaded} of {expected} rows for {table_label(write.table)} fall "
-            f"outside the partition being written ({write.where}) or have NULL there; "
-            "nothing was written. Filter the DataFrame to the partition's window "
-            "(context.partition_time_window) before returning it."
-        )
+        raise _outside_window(write, expected - loaded, expected)
     if loaded != expected:
         raise IngestError(
             f"Hyper loaded {loaded} of the {expected} rows staged for "
             f"{table_label(write.table)}; nothing was written. Run the step again."
         )
     return loaded
+
+
+def _outside_window(write: Write, outside: int, rows: int) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"{outside} of {rows} rows for {table_label(write.table)} fall outside the "
+        f"partition being written ({write.where}) or have NULL there; nothing was written. "
+        "Filter the DataFrame to the partition's window (context.partition_time_window) "
+        "before returning it."
+    )
 
 
 def _explain(
@@ -200,7 +207,8 @@ def _check_keys(write: Write) -> None:
 
 
 def write_table(connection: Connection, write: Write, staged: Staged) -> WriteResult:
-    """Runs `write` with the `staged` rows; on any error the table's rows are as they were."""
+    """Runs `write` with the `staged` rows, committed when it returns; when it raises, the
+    table is as it was (the outbox relies on it)."""
     started = time.perf_counter()
     _check_keys(write)
     catalog = Catalog(connection)
@@ -210,10 +218,7 @@ def write_table(connection: Connection, write: Write, staged: Staged) -> WriteRe
         loaded, deleted = _write(connection, catalog, write, staged)
     except HyperException as error:
         raise _explain(connection, error, write, staged.files) from error
-    where = f" WHERE {write.where}" if write.where else ""
-    (count,) = connection.execute_list_query(f"SELECT COUNT(*) FROM {write.table}{where}")[0]
-    seconds = time.perf_counter() - started
-    return WriteResult(loaded, int(count), deleted, seconds, tuple(notes))
+    return WriteResult(loaded, deleted, time.perf_counter() - started, tuple(notes))
 
 
 def _write(
@@ -222,11 +227,7 @@ def _write(
     """Rows loaded, and rows deleted or replaced (the space a compaction may win back)."""
     table = write.table
     if not catalog.exists(table):
-        with transaction(connection):
-            connection.execute_command(f"CREATE SCHEMA IF NOT EXISTS {table.schema_name}")
-            for statement in create_table_sql(table, write.columns, write.keys):
-                connection.execute_command(statement)
-            return _insert(connection, write, table, staged), 0
+        return _create(connection, write, staged), 0
     stored = catalog.columns(table)
     if write.mode == WriteMode.REPLACE:
         nullability = {c.name: c.nullable for c in stored}
@@ -236,7 +237,10 @@ def _write(
         if not same or catalog.keys_conflict(table, write.keys):
             return _swap(connection, catalog, write, staged)
     else:
-        require_same_schema(table, stored, write.columns)
+        changed = schema_differences(stored, write.columns)
+        if changed and write.mode == WriteMode.PARTITION and _holds_all(connection, write):
+            return _swap(connection, catalog, write, staged)  # all its rows: a full refresh
+        require_same_schema(table, stored, write.columns, _KEEP_COLUMNS[write.mode])
     catalog.add_missing_keys(table, write.keys)
     with transaction(connection):
         deleted = 0
@@ -250,6 +254,57 @@ def _write(
         return _insert(connection, write, table, staged), deleted
 
 
+_KEEP_ROWS = (
+    "Appends and upserts keep the table's columns: change the asset to produce them, or, to "
+    "change them, run it once without write_mode, returning all of the table's rows (a full "
+    "refresh)."
+)
+#: What to do about rows whose columns differ from the stored table's, by write mode.
+_KEEP_COLUMNS = {
+    WriteMode.APPEND: _KEEP_ROWS,
+    WriteMode.UPSERT: _KEEP_ROWS,
+    WriteMode.PARTITION: "A partition write keeps the table's columns unless it replaces "
+    "every row of the table: change the asset to produce them, or, to change them, write "
+    "all the partitions the table holds in one run (give the asset "
+    "backfill_policy=BackfillPolicy.single_run() and launch a backfill of the whole range, "
+    "e.g. dagster asset materialize --select <asset> --partition-range <first>...<last>).",
+}
+
+
+def _holds_all(connection: Connection, write: Write) -> bool:
+    """Whether every row of the table is in the window `write` replaces."""
+    return count_rows(connection, write.table) == count_rows(connection, write.table, write.where)
+
+
+def _create(connection: Connection, write: Write, staged: Staged) -> int:
+    """The first write of a table: CREATE + INSERT; a failure leaves no table (nor schema).
+
+    Rows outside the partition are refused before the CREATE, with the file untouched (a
+    table created and dropped again changes its bytes).
+    """
+    table, schema = write.table, write.table.schema_name
+    if write.where and staged.files:
+        source = source_sql(staged.files, write.columns)
+        inside = connection.execute_scalar_query(
+            f"SELECT COUNT(*) FROM {source} WHERE {write.where}"
+        )
+        if inside != staged.rows:
+            raise _outside_window(write, staged.rows - inside, staged.rows)
+    new_schema = schema not in connection.catalog.get_schema_names()
+    try:
+        with transaction(connection):
+            connection.execute_command(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            for statement in create_table_sql(table, write.columns, write.keys):
+                connection.execute_command(statement)
+            return _insert(connection, write, table, staged)
+    except BaseException:
+        with suppress(HyperException):
+            connection.execute_command(f"DROP TABLE IF EXISTS {table}")
+            if new_schema:
+                connection.execute_command(f"DROP SCHEMA IF EXISTS {schema}")
+        raise
+
+
 def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]) -> int:
     """Deletes the rows whose key arrives (keys must be unique and not NULL); how many."""
     table, key = write.table, write.keys.primary_key
@@ -261,7 +316,7 @@ def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]
         f"HAVING COUNT(*) > 1) AS d), (SELECT COUNT(*) FROM {source} WHERE {any_null})"
     )
     if repeated or nulls:
-        raise SchemaMismatchError(
+        raise PrimaryKeyError(
             f"The upsert into {table_label(table)} has {repeated} key(s) that occur more "
             f"than once and {nulls} row(s) with a NULL key ({list(key)}); nothing was "
             "written. Deduplicate the rows on the primary key and drop NULL keys."

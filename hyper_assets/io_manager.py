@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,6 +45,7 @@ from hyper_assets.errors import (
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_counts, partition_window
+from hyper_assets.preflight import check_database_path, check_frame
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
 from hyper_assets.spec import TableSpec, WriteMode, input_columns
@@ -133,6 +134,9 @@ class HyperIOManager(ConfigurableIOManager):
             self._staging = StagingArea(self.staging_dir, self.staging_s3)
         return self._staging
 
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        check_database_path(self.database)  # before the step's Spark work, not after
+
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.staging.release()
         self.hyper.close()
@@ -158,6 +162,7 @@ class HyperIOManager(ConfigurableIOManager):
                 f"Asset {label} returned a {type(obj).__name__}; HyperIOManager stores "
                 "pyspark.sql.DataFrame and pyarrow.Table."
             )
+        check_frame(context.asset_key.to_user_string(), spec, columns, context.has_asset_partitions)
         write = Write(
             table,
             columns,
@@ -186,7 +191,7 @@ class HyperIOManager(ConfigurableIOManager):
             context.log.warning(note)
         counts = {"dagster/row_count": written.table_rows}
         if context.has_asset_partitions:
-            counts[_partition_count_key(context)] = result.row_count
+            counts[_partition_count_key(context)] = written.window_rows
         _report_partition_rows(context, written.partition_rows)
         context.add_output_metadata(
             self._metadata(write, (context.definition_metadata or {}).get("dagster/column_schema"))
@@ -213,31 +218,36 @@ class HyperIOManager(ConfigurableIOManager):
         compacts if that pays, in one lock hold."""
         with self.hyper.lock(self.database):
             needed = needed_version(write.columns)
+            make = partial(write_table, write=write, staged=staged)
             with (
                 file_for_write(self.hyper, self.database, needed) as upgraded,
-                self._recorded(write, staged) as connection,
+                self._recorded(write, staged, make) as (connection, result),
             ):
-                result = write_table(connection, write, staged)
                 rows = count_rows(connection, write.table)
+                window_rows = count_rows(connection, write.table, write.where)
                 partition_rows = count_partitions(connection) if count_partitions else {}
             if upgraded:
                 log.info(f"Upgraded {self.database} to file format version {upgraded}")
             compacted = self._compact_if_wasteful(result.rows_deleted, log)
-        return _Written(result, rows, partition_rows, compacted, upgraded)
+        return _Written(result, rows, window_rows, partition_rows, compacted, upgraded)
 
     @contextmanager
-    def _recorded(self, write: Write, staged: Staged) -> Iterator[Connection]:
-        """A connection to make `write` (of the `staged` rows) through, recorded for the
-        next publish.
+    def _recorded(
+        self, write: Write, staged: Staged, make: Callable[[Connection], _T]
+    ) -> Iterator[tuple[Connection, _T]]:
+        """`make(connection)` makes `write` (of the `staged` rows), recorded for the next
+        publish; the block gets the connection, still open, and what `make` returned.
 
-        The caller holds the database's lock. A write that fails leaves its record pending;
-        the next writer or publisher settles it (`hyper_assets.outbox`).
+        The caller holds the database's lock. A `make` that raises made no change and leaves
+        no record; a crash leaves its record pending, settled by the next writer or
+        publisher (`hyper_assets.outbox`).
         """
         outbox = Outbox(self.database)
         with self.hyper.open(self.database) as connection:
             outbox.settle(connection)
-            change = outbox.record(connection, write, staged)
-            yield connection
+            with outbox.recording(connection, write, staged) as change:
+                made = make(connection)
+            yield connection, made
         if change:
             outbox.commit(change)
 
@@ -259,9 +269,10 @@ class HyperIOManager(ConfigurableIOManager):
                 asset.partitions_def, partition_keys, spec.partition_expr, columns, spec.label
             )
             write = Write(table, columns, WriteMode.PARTITION, window=window)
+            delete = partial(_delete, table=table, window=window)
             nothing = Staged((), 0)  # a delete stages no rows
-            with self._recorded(write, nothing) as connection, transaction(connection):
-                deleted = connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
+            with self._recorded(write, nothing, delete) as (_, deleted):
+                pass  # the rows are deleted; the connection closes, durably
             self._compact_if_wasteful(deleted, _log)
         return deleted
 
@@ -346,15 +357,24 @@ class HyperIOManager(ConfigurableIOManager):
 
 
 _PartitionCounter = Callable[[Connection], dict[str, int]]
+_T = TypeVar("_T")
+
+
+def _delete(connection: Connection, table: TableName, window: Window) -> int:
+    """Deletes the rows of `window`, in a transaction of its own; how many."""
+    with transaction(connection):
+        return connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
 
 
 @dataclass(frozen=True)
 class _Written:
-    """A write's result, the table's rows after it, each backfilled partition's rows, the
-    compaction it was followed by and the file's upgrade it needed."""
+    """A write's result, the table's rows after it and the rows of the window written (the
+    table's, unpartitioned), each backfilled partition's rows, the compaction it was
+    followed by and the file's upgrade it needed."""
 
     result: WriteResult
     table_rows: int
+    window_rows: int
     partition_rows: dict[str, int]
     compacted: CompactResult | None
     upgraded: VersionUpgrade | None

@@ -13,9 +13,11 @@ in `<database>.outbox/`:
 
 Writers and publishers touch the outbox only while holding the database's lock. A change
 is written as `<seq>.pending.json` before the write and renamed to `<seq>.json` once the
-connection has closed, that is once the write is durable. A pending record left behind by
-a crash or an error is settled by the next holder of the lock: an append by comparing the
-table's row count with the count recorded before it, the others by keeping them.
+connection has closed, that is once the write is durable. A write refused before its
+transaction committed takes its record back (`recording`): the outbox is as it was. A
+pending record left behind by a crash is settled by the next holder of the lock: an append
+by comparing the table's row count with the count recorded before it, the others by
+keeping them (a crash cannot tell whether they committed).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -163,7 +166,6 @@ class Outbox:
         if not self.tracking or (write.mode in DECLARED_MODES and not staged.files):
             return None
         seq = read_json(self._state, lambda body: int(body["next_seq"]), STATE_WAY_OUT)
-        write_json(self._state, {"next_seq": seq + 1})
         change = Change(seq, write.mode, write.table, window=write.window)
         captured = None
         if write.mode == WriteMode.APPEND:
@@ -173,11 +175,36 @@ class Outbox:
         elif write.mode == WriteMode.UPSERT:
             change = replace(change, key=write.keys.primary_key, rows=staged.rows)
             captured = "DISTINCT " + ", ".join(escape_name(k) for k in change.key)
+        write_json(self._state, {"next_seq": seq + 1})
         write_json(self._path(seq, pending=True), change.to_json())
         if captured:
             source = source_sql(staged.files, write.columns)
-            self._capture(connection, change, f"SELECT {captured} FROM {source}")
+            try:
+                self._capture(connection, change, f"SELECT {captured} FROM {source}")
+            except BaseException:
+                self.discard(change)
+                raise
         return change
+
+    @contextmanager
+    def recording(
+        self, connection: Connection, write: Write, staged: Staged
+    ) -> Iterator[Change | None]:
+        """`record` of `write`, taken back when the block (the write) raises: a write
+        that raises has not committed, so there is nothing to publish."""
+        change = self.record(connection, write, staged)
+        try:
+            yield change
+        except BaseException:
+            if change is not None:
+                self.discard(change)
+            raise
+
+    def discard(self, change: Change) -> None:
+        """Takes back the pending record of a write that did not commit, and its sequence
+        number (`change` is the last one recorded: the caller still holds the lock)."""
+        self.clear([change])
+        write_json(self._state, {"next_seq": change.seq})
 
     def _capture(self, connection: Connection, change: Change, select: str) -> None:
         """Stores the rows of `select` in the change's own `.hyper`, durably (detached)."""

@@ -6,6 +6,7 @@ build a star schema's relationships from the file itself.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 
@@ -204,7 +205,7 @@ class Catalog:
                 postponed.append(
                     f"{table_label(table)}.{fk.columns[0]} -> {table_label(fk.ref_table)}: "
                     "the referenced table does not exist yet; the key is added on a later "
-                    "write of this table"
+                    f"write of this table{self._did_you_mean(fk.ref_table)}"
                 )
                 continue
             target_pk = self.keys(fk.ref_table).primary_key
@@ -218,6 +219,12 @@ class Catalog:
                 )
             usable.append(fk)
         return Keys(keys.primary_key, tuple(usable)), postponed
+
+    def _did_you_mean(self, missing: TableName) -> str:
+        """ ". Did you mean X?" when a table of the file has a name close to `missing`."""
+        labels = [table_label(t) for t in self.tables()]
+        close = difflib.get_close_matches(table_label(missing), labels, n=1, cutoff=0.8)
+        return f". Did you mean {close[0]}? Then fix metadata foreign_keys" if close else ""
 
     def add_missing_keys(self, table: TableName, wanted: Keys) -> None:
         """ALTER TABLE ... ADD the ASSUMED keys `wanted` that the table lacks."""
@@ -256,12 +263,14 @@ def _shown(column: Column) -> str:
     return column.sql + (f" (Spark {column.spark_type})" if column.spark_type else "")
 
 
-def require_same_schema(table: TableName, stored: list[Column], new: list[Column]) -> None:
+def require_same_schema(
+    table: TableName, stored: list[Column], new: list[Column], advice: str
+) -> None:
+    """Refuses `new` columns that differ from the `stored` ones, with `advice` on what to do."""
     diffs = schema_differences(stored, new)
     if diffs:
         raise SchemaMismatchError(
             f"The rows for {table_label(table)} do not match the stored table: "
             + "; ".join(diffs)
-            + ". Appends, upserts and partition writes keep the table's columns: change "
-            "the asset to produce them, or run an unpartitioned full refresh to change them."
+            + f". {advice}"
         )

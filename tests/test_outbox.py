@@ -13,7 +13,7 @@ import pytest
 from dagster import asset, materialize
 from tableauhyperapi import TableName
 
-from hyper_assets import HyperIOManager, SchemaMismatchError
+from hyper_assets import HyperIOManager, PrimaryKeyError, SchemaMismatchError
 from hyper_assets.errors import CorruptFileError
 from hyper_assets.ingest import Write, write_table
 from hyper_assets.outbox import CAPTURED, Outbox
@@ -71,21 +71,28 @@ def test_appends_capture_rows_and_upserts_capture_keys(io_manager: HyperIOManage
     assert captured(io_manager, outbox.rows_path(upsert)) == [(4,), (5,)]
 
 
-def test_a_failed_write_leaves_a_record_the_next_write_settles(io_manager: HyperIOManager) -> None:
+def files(directory: Path) -> dict[str, bytes]:
+    """Every file of `directory`, by name, with its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_a_refused_write_leaves_the_outbox_as_it_was(io_manager: HyperIOManager) -> None:
     write(io_manager, rows(1))
     outbox = Outbox(io_manager.database)
     outbox.start_tracking()
-    with pytest.raises(SchemaMismatchError):
+    before = files(outbox.directory)
+    with pytest.raises(SchemaMismatchError):  # refused before its transaction
         write(io_manager, pa.table({"id": pa.array([2], pa.int64())}))  # a column short
-    assert list(outbox.directory.glob("*.pending.json"))
+    assert files(outbox.directory) == before
+    null_key = pa.table({"id": pa.array([3, None], pa.int64()), "label": ["c", "none"]})
+    with pytest.raises(PrimaryKeyError):  # refused in its transaction, its keys captured
+        write(io_manager, null_key, mode="upsert")
+    assert files(outbox.directory) == before
+    assert captured_ids(io_manager) == [1]
     write(io_manager, rows(3))
-    (change,) = outbox.changes()  # the failed append was dropped, its rows too
-    assert captured(io_manager, outbox.rows_path(change)) == [(3, "row 3")]
-    assert sorted(p.name for p in outbox.directory.iterdir()) == [
-        "00000002.hyper",
-        "00000002.json",
-        "state.json",
-    ]
+    (change,) = outbox.changes()  # the next write takes the first number
+    assert (change.seq, captured(io_manager, outbox.rows_path(change))) == (1, [(3, "row 3")])
+    assert sorted(files(outbox.directory)) == ["00000001.hyper", "00000001.json", "state.json"]
 
 
 def crash_after_write(io_manager: HyperIOManager, table: pa.Table, staging: Path) -> None:

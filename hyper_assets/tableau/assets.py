@@ -148,7 +148,8 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
                 f"in project {where.project!r}"
             )
         ),
-        "tableau_job_ids": ", ".join(result.job_ids) or "none (a whole-file publish has no job)",
+        "tableau_job_ids": ", ".join(result.job_ids)
+        or ("none (a whole-file publish has no job)" if result.kind == "full" else "none"),
         "batches": result.batches,
         "changes_sent": result.changes,
         "seconds": result.seconds,

@@ -194,7 +194,9 @@ class _Transport:
                         else "It was sent and may have been applied, so it was not repeated."
                     )
                     raise TableauConnectionError(
-                        f"Tableau {what} ({retry + 1} attempts). {advice}", maybe_applied=not unsent
+                        f"Tableau server {self._host_port()}: {what} ({retry + 1} attempts). "
+                        + advice,
+                        maybe_applied=not unsent,
                     ) from err
             else:
                 status = response.status_code
@@ -203,6 +205,12 @@ class _Transport:
                 if not retryable or not self._wait(retry, started, _retry_after(response), what):
                     return response
             retry += 1
+
+    def _host_port(self) -> str:
+        """`host:port` of the server, the port implied by the scheme when the URL has none."""
+        url = self.http.base_url
+        port = url.port or {"https": 443, "http": 80}.get(url.scheme)
+        return f"{url.host}:{port}"
 
     def _wait(self, retry: int, started: float, retry_after: float | None, what: str) -> bool:
         """Sleep before the next retry; False when the policy allows no more."""

@@ -310,6 +310,10 @@ class Publisher:
             else:
                 plan.reason = "changes since the last publish"
                 plan.batches = self._batches(changes, types, files)
+                if not plan.batches:  # only changes of tables no longer in the file
+                    self.outbox.clear(changes)
+                    shutil.rmtree(self._plan_dir)  # and a plan for another data source
+                    return None
                 plan.payload_bytes = sum(b.payload_bytes for b in plan.batches)
             self._save(plan)
             self._drop_files_but(plan)

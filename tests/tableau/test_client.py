@@ -579,15 +579,19 @@ def test_retries_are_bounded_in_count_and_time(
         client.project("Default")
 
 
-def test_an_unreachable_server_is_a_connection_error(emulator: Emulator) -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_an_unreachable_server_is_a_connection_error_naming_it(
+    emulator: Emulator, host: str
+) -> None:
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     with (
-        settings(emulator, server_url=f"http://127.0.0.1:{port}", max_retries=1).client() as c,
+        settings(emulator, server_url=f"http://{host}:{port}", max_retries=1).client() as c,
         pytest.raises(TableauConnectionError, match="Check server_url") as lost,
     ):
         c.project("Default")
+    assert str(lost.value).startswith(f"Tableau server {host}:{port}: GET ")
     assert not lost.value.maybe_applied
 
 
