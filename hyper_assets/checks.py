@@ -15,7 +15,8 @@ Checks (name: fails when):
 - `published_copy_fresh`: the outbox holds a change unpublished for `max_lag_minutes`.
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +39,8 @@ SAMPLE_SIZE = 5
 _ROW_COUNT_KEYS = ("range_row_count", "dagster/partition_row_count", "dagster/row_count")
 
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
+
+_CheckFunction = Callable[[dg.AssetCheckExecutionContext], dg.AssetCheckResult]
 
 
 def _io_manager(context: dg.AssetCheckExecutionContext, key: str, asset: str) -> HyperIOManager:
@@ -107,6 +110,25 @@ def _stored(
         yield _Stored(connection, spec)
 
 
+def _logged(check: _CheckFunction) -> _CheckFunction:
+    """`check`, logging its failure at the default log level: an error, or a warning for a
+    check of WARN severity. A passed check logs nothing."""
+
+    @functools.wraps(check)
+    def logged(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        result = check(context)
+        if not result.passed:
+            (spec,) = context.check_specs
+            warn = result.severity == WARN
+            (context.log.warning if warn else context.log.error)(
+                f"Check {spec.name} of {spec.asset_key.to_user_string()} failed: "
+                f"{result.description}"
+            )
+        return result
+
+    return logged
+
+
 def _columns(names: Sequence[str], alias: str = "") -> str:
     return ", ".join(f"{alias}{escape_name(n)}" for n in names)
 
@@ -135,6 +157,7 @@ def primary_key_check(
         required_resource_keys={io_manager_key},
         description="The primary key is unique and never NULL (Tableau relationships rely on it).",
     )
+    @_logged
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         with _stored(context, asset, io_manager_key) as stored:
             key = stored.spec.keys.primary_key
@@ -189,6 +212,7 @@ def foreign_key_check(
         description="Every foreign key value has its row in the referenced table "
         "(a warning with the count and a sample of missing values).",
     )
+    @_logged
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         details: dict[str, Any] = {}
         total, missing_tables = 0, []
@@ -255,6 +279,7 @@ def not_null_check(
         required_resource_keys={io_manager_key},
         description=f"Columns {', '.join(columns)} hold no NULL.",
     )
+    @_logged
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         with _stored(context, asset, io_manager_key) as stored:
             stored_names = [c.name for c in Catalog(stored.connection).columns(stored.table)]
@@ -345,6 +370,7 @@ def row_count_check(
         description="Each partition the latest run wrote has rows, and at least "
         f"{min_ratio:.0%} of the previous materialisation's rows per partition.",
     )
+    @_logged
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         runs = _last_two_runs(context.instance, asset.key)
         if not runs:
@@ -425,6 +451,7 @@ def publish_freshness_check(
         description=f"No change to the .hyper file waits more than {max_lag_minutes:g} "
         "minutes to be published.",
     )
+    @_logged
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         io_manager = _io_manager(context, io_manager_key, published.key.to_user_string())
         outbox = Outbox(io_manager.database)

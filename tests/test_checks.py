@@ -5,6 +5,7 @@ each check's SQL runs there. Bad data is injected through the assets themselves.
 """
 
 import datetime as dt
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,15 @@ class Setup:
         assert result.get_asset_materialization_events(), "nothing materialised"
         return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
+    def failures_logged(self) -> list[tuple[int, str]]:
+        """The latest run's log lines of failed checks: (level, message)."""
+        run = self.instance.get_runs(limit=1)[0]
+        return [
+            (r.level, r.user_message)
+            for r in self.instance.all_logs(run.run_id)
+            if r.user_message.startswith("Check ")
+        ]
+
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
@@ -137,6 +147,7 @@ def test_good_data_passes_every_check(setup):
 
     again = setup.run("flights", "2024-01-04")  # 4 rows against 12 / 3 before
     assert again["row_count_vs_previous"].passed
+    assert setup.failures_logged() == []
     assert again["row_count_vs_previous"].metadata["previous_rows_per_partition"].value == 4.0
 
 
@@ -153,6 +164,9 @@ def test_a_repeated_or_null_key_fails_with_the_counts(setup):
     )
     assert meta["sample"] == ["UA (3 rows)", "B6 (2 rows)"]
     assert check.description == "2 key value(s) repeat (3 extra row(s)); 1 row(s) have a NULL key"
+    assert (logging.ERROR, f"Check primary_key_unique of carriers failed: {check.description}") in (
+        setup.failures_logged()
+    )
 
 
 def test_orphans_warn_with_the_count_and_a_sample(setup):
@@ -164,6 +178,12 @@ def test_orphans_warn_with_the_count_and_a_sample(setup):
     assert check.metadata["orphan_rows"].value == 14
     detail = check.metadata["orphans"].value["carrier -> Extract.carriers.carrier"]
     assert detail == {"rows": 14, "values": 1, "sample": ["ZZ (14 rows)"]}
+    assert setup.failures_logged() == [
+        (
+            logging.WARNING,
+            "Check foreign_keys_resolve of flights failed: 14 row(s) reference a missing key",
+        )
+    ]
 
 
 def test_a_day_without_rows_fails_and_so_does_a_drop_against_the_previous_run(setup):
