@@ -235,6 +235,8 @@ def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> N
     first = setup.publish()
     assert first["publish"] == "full"
     assert first["payload_bytes"] == setup.database.stat().st_size
+    # One row per table and action; the request's bytes once, not on every row.
+    assert {tuple(r.data) for r in first["sent"].records} == {("table", "action", "rows")}
     setup.assert_equal()
 
     setup.world.seed = 1
