@@ -26,7 +26,7 @@ import pytest
 import tableauserverclient as TSC
 from tableauhyperapi import Connection, SqlType, TableDefinition, TableName, escape_name
 
-from hyper_assets import HyperIOManager, HyperResource
+from hyper_assets import HyperIOManager, HyperResource, compact
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import (
     AmbiguousProjectError,
@@ -793,3 +793,28 @@ def test_a_project_path_publishes_into_that_nested_project(setup: Setup) -> None
     with pytest.raises(AmbiguousProjectError) as several:
         setup.publish()
     assert several.value.candidates == ["EMEA", "Retail/EMEA"]
+
+
+def test_every_file_beside_the_database_has_one_mode(setup: Setup) -> None:
+    """hyperd makes its files 0o660 less its umask, open() 0o666 less it: with a group's
+    umask (0o002), each file the library makes (the file, a compacted file, locks, outbox,
+    publish state, the compaction count) has the one mode, 0o664."""
+    hyper, umask = HyperResource(), os.umask(0o002)
+    try:
+        setup.write("products")
+        setup.publish()
+        setup.world.seed = 1
+        setup.write("products")  # an outbox record
+        compact(hyper, setup.database)
+    finally:
+        hyper.close()
+        os.umask(umask)
+    server = setup.emulator.data_dir
+    modes = {
+        p.relative_to(setup.database.parent).as_posix(): oct(p.stat().st_mode & 0o777)
+        for p in setup.database.parent.rglob("*")
+        if p.is_file() and server not in p.parents
+    }
+    assert {"sales.hyper", "sales.hyper.lock"} <= set(modes)
+    assert len(modes) >= 6, modes  # and the outbox's, the publish's and compaction's files
+    assert set(modes.values()) == {"0o664"}, modes
