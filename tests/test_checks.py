@@ -151,6 +151,38 @@ def test_good_data_passes_every_check(setup):
     assert again["row_count_vs_previous"].metadata["previous_rows_per_partition"].value == 4.0
 
 
+def test_an_assets_checks_run_in_one_step_and_can_be_picked_one_by_one(setup):
+    """A step is a process under the default executor: one per asset, not one per check."""
+    defs = definitions(setup.world, setup.database)
+    flights = defs.resolve_assets_def("flights")
+    setup.run("carriers")
+    result = dg.materialize(
+        [*defs.assets, *defs.asset_checks],
+        selection=dg.AssetSelection.assets(flights),
+        resources=defs.resources,
+        instance=setup.instance,
+        tags=RANGE,
+    )
+    steps = {
+        e.step_key for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    assert steps == {"flights_hyper_checks"}
+    assert len(result.get_asset_check_evaluations()) == 3
+
+    assert [len(c.check_specs) for c in defs.asset_checks] == [2, 3]  # carriers, flights
+    picked = dg.AssetCheckKey(flights.key, "columns_not_null")
+    again = dg.materialize(
+        [*defs.assets, *defs.asset_checks],
+        selection=dg.AssetSelection.checks(picked),
+        resources=defs.resources,
+        instance=setup.instance,
+    )
+    (evaluation,) = again.get_asset_check_evaluations()
+    assert evaluation.check_name == "columns_not_null" and evaluation.passed
+    blocking = {s.name for c in defs.asset_checks for s in c.check_specs if s.blocking}
+    assert blocking == {"primary_key_unique"}
+
+
 def test_a_repeated_or_null_key_fails_with_the_counts(setup):
     setup.world.carriers = ["AA", "UA", "UA", "UA", "B6", "B6", None]
     check = setup.run("carriers")["primary_key_unique"]
