@@ -183,6 +183,27 @@ def test_an_assets_checks_run_in_one_step_and_can_be_picked_one_by_one(setup):
     assert blocking == {"primary_key_unique"}
 
 
+def test_a_repeated_key_holds_back_what_is_downstream_in_the_same_run(tmp_path: Path):
+    """primary_key_unique blocks, though it shares its step with the asset's other checks."""
+
+    @dg.asset(metadata={"primary_key": ["k"]})
+    def dim() -> pa.Table:
+        return pa.table({"k": [1, 1, 2]})
+
+    @dg.asset(deps=[dim])
+    def downstream() -> None:
+        return None
+
+    result = dg.materialize(
+        [dim, downstream, *build_hyper_checks([dim])],
+        resources={"io_manager": HyperIOManager(database=str(tmp_path / "a.hyper"))},
+        raise_on_error=False,
+    )
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"primary_key_unique": False, "row_count_vs_previous": True}
+    assert [e.asset_key for e in result.get_asset_materialization_events()] == [dim.key]
+
+
 def test_a_repeated_or_null_key_fails_with_the_counts(setup):
     setup.world.carriers = ["AA", "UA", "UA", "UA", "B6", "B6", None]
     check = setup.run("carriers")["primary_key_unique"]
