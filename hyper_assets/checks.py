@@ -15,7 +15,7 @@ Checks (name: fails when):
 - `published_copy_fresh`: the outbox holds a change unpublished for `max_lag_minutes`.
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +38,8 @@ SAMPLE_SIZE = 5
 _ROW_COUNT_KEYS = ("range_row_count", "dagster/partition_row_count", "dagster/row_count")
 
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
+
+_CheckFunction = Callable[[dg.AssetCheckExecutionContext], dg.AssetCheckResult]
 
 
 def _io_manager(context: dg.AssetCheckExecutionContext, key: str, asset: str) -> HyperIOManager:
@@ -107,6 +109,61 @@ def _stored(
         yield _Stored(connection, spec)
 
 
+@dataclass(frozen=True)
+class _Check:
+    """One check: its spec, and the function that evaluates it."""
+
+    spec: dg.AssetCheckSpec
+    evaluate: _CheckFunction
+
+    def result(self, context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        """The check's result, named for its spec; a failure is also logged at the default
+        log level: an error, or a warning for a check of WARN severity."""
+        result = self.evaluate(context)
+        if not result.passed:
+            warn = result.severity == WARN
+            (context.log.warning if warn else context.log.error)(
+                f"Check {self.spec.name} of {self.spec.asset_key.to_user_string()} failed: "
+                f"{result.description}"
+            )
+        return dg.AssetCheckResult(
+            asset_key=self.spec.asset_key,
+            check_name=self.spec.name,
+            passed=result.passed,
+            severity=result.severity,
+            description=result.description,
+            metadata=result.metadata,
+        )
+
+
+def _definition(
+    name: str, checks: Sequence[_Check], io_manager_key: str
+) -> dg.AssetChecksDefinition:
+    """`checks` as one step (op `name`): one process, one hyperd, for all of them.
+
+    A run may select some of them; each failure is its own result, and an error (a
+    missing table, say) fails the step after the checks before it have reported.
+    """
+
+    @dg.multi_asset_check(
+        specs=[c.spec for c in checks],
+        name=name,
+        can_subset=True,
+        required_resource_keys={io_manager_key},
+    )
+    def _run(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+        for check in checks:
+            if check.spec.key in context.selected_asset_check_keys:
+                yield check.result(context)
+
+    return _run
+
+
+def _single(check: _Check, io_manager_key: str) -> dg.AssetChecksDefinition:
+    name = f"{check.spec.asset_key.to_python_identifier()}_{check.spec.name}"
+    return _definition(name, [check], io_manager_key)
+
+
 def _columns(names: Sequence[str], alias: str = "") -> str:
     return ", ".join(f"{alias}{escape_name(n)}" for n in names)
 
@@ -123,18 +180,15 @@ def primary_key_check(
     Blocking by default: Tableau relationships on a repeated key multiply rows, so what
     is downstream (the publish) waits until the key is fixed.
     """
+    return _single(_primary_key(asset, io_manager_key, blocking), io_manager_key)
+
+
+def _primary_key(asset: dg.AssetsDefinition, io_manager_key: str, blocking: bool) -> _Check:
     if not _declared(asset).keys.primary_key:
         raise ConfigurationError(
             f"Asset {asset.key.to_user_string()} declares no metadata primary_key to check."
         )
 
-    @dg.asset_check(
-        asset=asset,
-        name="primary_key_unique",
-        blocking=blocking,
-        required_resource_keys={io_manager_key},
-        description="The primary key is unique and never NULL (Tableau relationships rely on it).",
-    )
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         with _stored(context, asset, io_manager_key) as stored:
             key = stored.spec.keys.primary_key
@@ -166,7 +220,13 @@ def primary_key_check(
             },
         )
 
-    return _check
+    spec = dg.AssetCheckSpec(
+        "primary_key_unique",
+        asset=asset.key,
+        blocking=blocking,
+        description="The primary key is unique and never NULL (Tableau relationships rely on it).",
+    )
+    return _Check(spec, _check)
 
 
 def foreign_key_check(
@@ -177,18 +237,15 @@ def foreign_key_check(
     A warning: such rows are often real data kept on purpose; the result counts them per
     key and shows the most frequent missing values.
     """
+    return _single(_foreign_key(asset, io_manager_key), io_manager_key)
+
+
+def _foreign_key(asset: dg.AssetsDefinition, io_manager_key: str) -> _Check:
     if not _declared(asset).keys.foreign_keys:
         raise ConfigurationError(
             f"Asset {asset.key.to_user_string()} declares no metadata foreign_keys to check."
         )
 
-    @dg.asset_check(
-        asset=asset,
-        name="foreign_keys_resolve",
-        required_resource_keys={io_manager_key},
-        description="Every foreign key value has its row in the referenced table "
-        "(a warning with the count and a sample of missing values).",
-    )
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         details: dict[str, Any] = {}
         total, missing_tables = 0, []
@@ -232,7 +289,13 @@ def foreign_key_check(
             metadata={"orphan_rows": total, "orphans": dg.MetadataValue.json(details)},
         )
 
-    return _check
+    spec = dg.AssetCheckSpec(
+        "foreign_keys_resolve",
+        asset=asset.key,
+        description="Every foreign key value has its row in the referenced table "
+        "(a warning with the count and a sample of missing values).",
+    )
+    return _Check(spec, _check)
 
 
 def not_null_check(
@@ -243,18 +306,21 @@ def not_null_check(
     severity: dg.AssetCheckSeverity = ERROR,
 ) -> dg.AssetChecksDefinition:
     """`columns_not_null`: `columns` hold no NULL (for columns Spark calls nullable)."""
+    return _single(_not_null(asset, columns, io_manager_key, severity), io_manager_key)
+
+
+def _not_null(
+    asset: dg.AssetsDefinition,
+    columns: Sequence[str],
+    io_manager_key: str,
+    severity: dg.AssetCheckSeverity,
+) -> _Check:
     if not columns or isinstance(columns, str):
         raise ConfigurationError(
             f"not_null_check of {asset.key.to_user_string()} needs a list of column names, "
             f"got {columns!r}."
         )
 
-    @dg.asset_check(
-        asset=asset,
-        name="columns_not_null",
-        required_resource_keys={io_manager_key},
-        description=f"Columns {', '.join(columns)} hold no NULL.",
-    )
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         with _stored(context, asset, io_manager_key) as stored:
             stored_names = [c.name for c in Catalog(stored.connection).columns(stored.table)]
@@ -280,7 +346,12 @@ def not_null_check(
             },
         )
 
-    return _check
+    spec = dg.AssetCheckSpec(
+        "columns_not_null",
+        asset=asset.key,
+        description=f"Columns {', '.join(columns)} hold no NULL.",
+    )
+    return _Check(spec, _check)
 
 
 @dataclass(frozen=True)
@@ -332,19 +403,21 @@ def row_count_check(
     per partition, from its row-count metadata. A partition with no rows fails unless the
     previous one had none either; one below `min_ratio` of the previous fails too.
     """
+    return _single(_row_count(asset, min_ratio, severity, io_manager_key), io_manager_key)
+
+
+def _row_count(
+    asset: dg.AssetsDefinition,
+    min_ratio: float,
+    severity: dg.AssetCheckSeverity,
+    io_manager_key: str,
+) -> _Check:
     if not 0 <= min_ratio <= 1:
         raise ConfigurationError(
             f"row_count_check of {asset.key.to_user_string()}: min_ratio is {min_ratio}; "
             "give a fraction between 0 and 1 (0.5: half the previous rows fail)."
         )
 
-    @dg.asset_check(
-        asset=asset,
-        name="row_count_vs_previous",
-        required_resource_keys={io_manager_key},
-        description="Each partition the latest run wrote has rows, and at least "
-        f"{min_ratio:.0%} of the previous materialisation's rows per partition.",
-    )
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         runs = _last_two_runs(context.instance, asset.key)
         if not runs:
@@ -399,7 +472,13 @@ def row_count_check(
             },
         )
 
-    return _check
+    spec = dg.AssetCheckSpec(
+        "row_count_vs_previous",
+        asset=asset.key,
+        description="Each partition the latest run wrote has rows, and at least "
+        f"{min_ratio:.0%} of the previous materialisation's rows per partition.",
+    )
+    return _Check(spec, _check)
 
 
 def publish_freshness_check(
@@ -418,13 +497,6 @@ def publish_freshness_check(
     nothing orders it after the writes.
     """
 
-    @dg.asset_check(
-        asset=published,
-        name="published_copy_fresh",
-        required_resource_keys={io_manager_key},
-        description=f"No change to the .hyper file waits more than {max_lag_minutes:g} "
-        "minutes to be published.",
-    )
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         io_manager = _io_manager(context, io_manager_key, published.key.to_user_string())
         outbox = Outbox(io_manager.database)
@@ -457,7 +529,13 @@ def publish_freshness_check(
             },
         )
 
-    return _check
+    spec = dg.AssetCheckSpec(
+        "published_copy_fresh",
+        asset=published.key,
+        description=f"No change to the .hyper file waits more than {max_lag_minutes:g} "
+        "minutes to be published.",
+    )
+    return _single(_Check(spec, _check), io_manager_key)
 
 
 def build_hyper_checks(
@@ -468,37 +546,36 @@ def build_hyper_checks(
     row_count_severity: dg.AssetCheckSeverity = ERROR,
     io_manager_key: str = "io_manager",
 ) -> list[dg.AssetChecksDefinition]:
-    """The checks each asset's metadata calls for, run inside Hyper.
+    """The checks each asset's metadata calls for, run inside Hyper, one step per asset.
 
-    Per asset: `primary_key_unique` when it declares `primary_key`, `foreign_keys_resolve`
-    when it declares `foreign_keys`, `row_count_vs_previous` (unless `min_row_ratio` is
-    None), and `columns_not_null` for the columns `not_null` lists under its key (e.g.
-    `{"flights": ["carrier"]}`). The publish asset's check is `publish_freshness_check`.
+    Per asset: `primary_key_unique` when it declares `primary_key` (blocking),
+    `foreign_keys_resolve` when it declares `foreign_keys`, `row_count_vs_previous` (unless
+    `min_row_ratio` is None), and `columns_not_null` for the columns `not_null` lists under
+    its key (e.g. `{"flights": ["carrier"]}`). They run in one step (op
+    `<asset>_hyper_checks`): a step is a process under the default executor, and its
+    start-up, not the SQL, is most of a check's time. The publish asset's check is
+    `publish_freshness_check`.
     """
     not_null = dict(not_null or {})
-    checks: list[dg.AssetChecksDefinition] = []
+    definitions: list[dg.AssetChecksDefinition] = []
     for asset in assets:
         keys = _declared(asset).keys
         name = asset.key.to_user_string()
+        checks: list[_Check] = []
         if keys.primary_key:
-            checks.append(primary_key_check(asset, io_manager_key=io_manager_key))
+            checks.append(_primary_key(asset, io_manager_key, blocking=True))
         if keys.foreign_keys:
-            checks.append(foreign_key_check(asset, io_manager_key=io_manager_key))
+            checks.append(_foreign_key(asset, io_manager_key))
         if min_row_ratio is not None:
-            checks.append(
-                row_count_check(
-                    asset,
-                    min_ratio=min_row_ratio,
-                    severity=row_count_severity,
-                    io_manager_key=io_manager_key,
-                )
-            )
+            checks.append(_row_count(asset, min_row_ratio, row_count_severity, io_manager_key))
         if name in not_null:
-            columns = not_null.pop(name)
-            checks.append(not_null_check(asset, columns, io_manager_key=io_manager_key))
+            checks.append(_not_null(asset, not_null.pop(name), io_manager_key, ERROR))
+        if checks:
+            op = f"{asset.key.to_python_identifier()}_hyper_checks"
+            definitions.append(_definition(op, checks, io_manager_key))
     if not_null:
         raise ConfigurationError(
             f"not_null names asset(s) {sorted(not_null)} that are not among the assets "
             f"checked ({sorted(a.key.to_user_string() for a in assets)})."
         )
-    return checks
+    return definitions

@@ -42,7 +42,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
-from hyper_assets._files import MEGABYTE, fsync_path, write_json
+from hyper_assets._files import MEGABYTE, fsync_path, set_mode, write_json
 from hyper_assets._sql import attach, count_rows
 from hyper_assets.errors import CompactionError, DatabaseLockedError
 from hyper_assets.resource import HyperResource, is_locked_error
@@ -170,6 +170,7 @@ def compact_locked(
             _reload_tables(hyper, copies[0], path)
             _copy(hyper, copies[0], copies[1], version)
             result = copies[1]
+        set_mode(result)
         fsync_path(result)
         os.replace(result, path)
         fsync_path(path.parent)

@@ -189,6 +189,10 @@ class HyperIOManager(ConfigurableIOManager):
         result = written.result
         for note in result.notes:
             context.log.warning(note)
+        context.log.info(
+            f"Wrote {label} ({write.mode.value}): {result.rows_loaded} rows in "
+            f"{time.perf_counter() - started:.1f} s, into {self.database}"
+        )
         counts = {"dagster/row_count": written.table_rows}
         if context.has_asset_partitions:
             counts[_partition_count_key(context)] = written.window_rows

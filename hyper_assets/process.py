@@ -1,14 +1,15 @@
 """Start and own `hyperd` processes with the settings this library wants.
 
 `HyperResource` (Dagster) and the REST emulator both start their process here, so the
-defaults (telemetry off, logs out of the working directory, file format version) are
-written once. Resources with the same settings share one hyperd per Python process.
+defaults (telemetry off, logs bounded and out of the working directory, file format
+version) are written once. Resources with the same settings share one hyperd per Python
+process.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import shutil
 import tempfile
 import threading
 from contextlib import suppress
@@ -20,9 +21,9 @@ from tableauhyperapi import Connection, Endpoint, HyperException, HyperProcess, 
 log = logging.getLogger(__name__)
 
 
-def default_log_dir() -> Path:
-    """A writable log directory outside the working directory (hyperd's own default)."""
-    return Path(tempfile.gettempdir()) / f"hyper-assets-logs-{os.getuid()}"
+#: hyperd's own log rotation: at most two files (it checks their size only now and then,
+#: so one may pass the limit before it starts the next).
+LOG_LIMITS = {"log_file_max_count": "2", "log_file_size_limit": "10M"}
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,14 @@ class HyperSettings:
     parameters: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
 
-def start_hyper(settings: HyperSettings) -> HyperProcess:
-    """Start a `hyperd`; usage data goes to Tableau only when `send_usage_data` is True."""
-    log_path = Path(settings.log_dir) if settings.log_dir else default_log_dir()
-    log_path.mkdir(parents=True, exist_ok=True)
+def start_hyper(settings: HyperSettings, log_dir: Path) -> HyperProcess:
+    """Start a `hyperd` logging into `log_dir` (rotated, `LOG_LIMITS`); usage data goes to
+    Tableau only when `send_usage_data` is True. `settings.parameters` override both."""
+    log_dir.mkdir(parents=True, exist_ok=True)
     params = {
-        "log_dir": str(log_path),
+        "log_dir": str(log_dir),
         "default_database_version": str(settings.default_database_version),
+        **LOG_LIMITS,
         **dict(settings.parameters),
     }
     telemetry = (
@@ -57,23 +59,40 @@ class SharedHyper:
 
     A hyperd that died (a crash, a kill) is noticed on the next use and replaced by a new
     one: connections opened before are lost, files stay as their last close left them.
+
+    Without `settings.log_dir`, each hyperd logs into a temporary directory of its own,
+    removed when it is closed; a dead one's logs are kept, and the warning names them.
     """
 
     def __init__(self, settings: HyperSettings | None = None) -> None:
         self.settings = settings or HyperSettings()
         self._process: HyperProcess | None = None
+        self._own_logs: Path | None = None
         self._lock = threading.Lock()
 
     @property
     def process(self) -> HyperProcess:
         with self._lock:
             if self._process is not None and self._process.is_open and not _answers(self._process):
-                log.warning("hyperd at %s died; starting a new one", self._process.endpoint)
+                logs = self.settings.log_dir or self._own_logs
+                log.warning(
+                    "hyperd at %s died (its logs: %s); starting a new one",
+                    self._process.endpoint,
+                    logs,
+                )
                 with suppress(HyperException):
                     self._process.close()
+                self._own_logs = None  # kept for whoever looks into the crash
             if self._process is None or not self._process.is_open:
-                self._process = start_hyper(self.settings)
+                self._process = start_hyper(self.settings, self._log_dir())
             return self._process
+
+    def _log_dir(self) -> Path:
+        if self.settings.log_dir:
+            return Path(self.settings.log_dir)
+        if self._own_logs is None:
+            self._own_logs = Path(tempfile.mkdtemp(prefix="hyper-assets-logs-"))
+        return self._own_logs
 
     @property
     def endpoint(self) -> Endpoint:
@@ -84,6 +103,9 @@ class SharedHyper:
             if self._process is not None and self._process.is_open:
                 self._process.close()
             self._process = None
+            if self._own_logs is not None:
+                shutil.rmtree(self._own_logs, ignore_errors=True)
+                self._own_logs = None
 
 
 def _answers(process: HyperProcess) -> bool:

@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 from pydantic import Field, PrivateAttr, model_validator
 from tableauhyperapi import Connection, CreateMode, HyperException
 
+from hyper_assets._files import file_mode, set_mode
 from hyper_assets.errors import ConfigurationError, DatabaseLockedError, TableNotFoundError
 from hyper_assets.process import HyperSettings, SharedHyper, acquire, release
 from hyper_assets.types import NEWEST_VERSION
@@ -114,7 +115,7 @@ class HyperResource(ConfigurableResource):
         """
         path = Path(database).absolute()
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(f"{path}.lock")
+        lock = FileLock(f"{path}.lock", mode=file_mode())
         try:
             lock.acquire(timeout=self.lock_timeout_seconds)
         except Timeout as error:
@@ -132,7 +133,10 @@ class HyperResource(ConfigurableResource):
             raise TableNotFoundError(
                 f"The database {path} does not exist: materialise an asset into it first."
             )
+        new = not path.exists()
         connection = self._open(path, time.monotonic() + self.lock_timeout_seconds)
+        if new:
+            set_mode(path)
         try:
             yield connection
         finally:

@@ -2,10 +2,12 @@
 
 Before staging, columns that Parquet or Hyper cannot take as they are get cast inside
 Spark (lazily: nothing is collected). After loading, columns get their recorded Spark
-types back.
+types back. Importing it silences PySpark's pandas-3 warning where pandas is not used.
 """
 
 from __future__ import annotations
+
+import warnings
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -14,6 +16,18 @@ from pyspark.sql import types as T
 
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.types import Column
+
+# PySpark warns that it "does not yet fully support pandas >= 3.0.0" when a session starts
+# (SparkContext imports pyspark.testing.utils, which checks pandas) and when the Connect
+# client is imported: pandas is not used at either place, by this library or by the
+# caller. Only those two places are silenced; a call that does use pandas (toPandas, a
+# pandas UDF) still warns.
+warnings.filterwarnings(
+    "ignore",
+    "PySpark does not yet fully support pandas",
+    FutureWarning,
+    r"pyspark\.(testing\.utils|sql\.connect\.utils)$",
+)
 
 
 def _col(name: str) -> SparkColumn:

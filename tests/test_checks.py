@@ -5,6 +5,7 @@ each check's SQL runs there. Bad data is injected through the assets themselves.
 """
 
 import datetime as dt
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,15 @@ class Setup:
         assert result.get_asset_materialization_events(), "nothing materialised"
         return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
+    def failures_logged(self) -> list[tuple[int, str]]:
+        """The latest run's log lines of failed checks: (level, message)."""
+        run = self.instance.get_runs(limit=1)[0]
+        return [
+            (r.level, r.user_message)
+            for r in self.instance.all_logs(run.run_id)
+            if r.user_message.startswith("Check ")
+        ]
+
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
@@ -137,7 +147,61 @@ def test_good_data_passes_every_check(setup):
 
     again = setup.run("flights", "2024-01-04")  # 4 rows against 12 / 3 before
     assert again["row_count_vs_previous"].passed
+    assert setup.failures_logged() == []
     assert again["row_count_vs_previous"].metadata["previous_rows_per_partition"].value == 4.0
+
+
+def test_an_assets_checks_run_in_one_step_and_can_be_picked_one_by_one(setup):
+    """A step is a process under the default executor: one per asset, not one per check."""
+    defs = definitions(setup.world, setup.database)
+    flights = defs.resolve_assets_def("flights")
+    setup.run("carriers")
+    result = dg.materialize(
+        [*defs.assets, *defs.asset_checks],
+        selection=dg.AssetSelection.assets(flights),
+        resources=defs.resources,
+        instance=setup.instance,
+        tags=RANGE,
+    )
+    steps = {
+        e.step_key for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    assert steps == {"flights_hyper_checks"}
+    assert len(result.get_asset_check_evaluations()) == 3
+
+    assert [len(c.check_specs) for c in defs.asset_checks] == [2, 3]  # carriers, flights
+    picked = dg.AssetCheckKey(flights.key, "columns_not_null")
+    again = dg.materialize(
+        [*defs.assets, *defs.asset_checks],
+        selection=dg.AssetSelection.checks(picked),
+        resources=defs.resources,
+        instance=setup.instance,
+    )
+    (evaluation,) = again.get_asset_check_evaluations()
+    assert evaluation.check_name == "columns_not_null" and evaluation.passed
+    blocking = {s.name for c in defs.asset_checks for s in c.check_specs if s.blocking}
+    assert blocking == {"primary_key_unique"}
+
+
+def test_a_repeated_key_holds_back_what_is_downstream_in_the_same_run(tmp_path: Path):
+    """primary_key_unique blocks, though it shares its step with the asset's other checks."""
+
+    @dg.asset(metadata={"primary_key": ["k"]})
+    def dim() -> pa.Table:
+        return pa.table({"k": [1, 1, 2]})
+
+    @dg.asset(deps=[dim])
+    def downstream() -> None:
+        return None
+
+    result = dg.materialize(
+        [dim, downstream, *build_hyper_checks([dim])],
+        resources={"io_manager": HyperIOManager(database=str(tmp_path / "a.hyper"))},
+        raise_on_error=False,
+    )
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"primary_key_unique": False, "row_count_vs_previous": True}
+    assert [e.asset_key for e in result.get_asset_materialization_events()] == [dim.key]
 
 
 def test_a_repeated_or_null_key_fails_with_the_counts(setup):
@@ -153,6 +217,9 @@ def test_a_repeated_or_null_key_fails_with_the_counts(setup):
     )
     assert meta["sample"] == ["UA (3 rows)", "B6 (2 rows)"]
     assert check.description == "2 key value(s) repeat (3 extra row(s)); 1 row(s) have a NULL key"
+    assert (logging.ERROR, f"Check primary_key_unique of carriers failed: {check.description}") in (
+        setup.failures_logged()
+    )
 
 
 def test_orphans_warn_with_the_count_and_a_sample(setup):
@@ -164,6 +231,12 @@ def test_orphans_warn_with_the_count_and_a_sample(setup):
     assert check.metadata["orphan_rows"].value == 14
     detail = check.metadata["orphans"].value["carrier -> Extract.carriers.carrier"]
     assert detail == {"rows": 14, "values": 1, "sample": ["ZZ (14 rows)"]}
+    assert setup.failures_logged() == [
+        (
+            logging.WARNING,
+            "Check foreign_keys_resolve of flights failed: 14 row(s) reference a missing key",
+        )
+    ]
 
 
 def test_a_day_without_rows_fails_and_so_does_a_drop_against_the_previous_run(setup):

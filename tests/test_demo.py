@@ -283,7 +283,7 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
         ("Extract.flights", "window"): counts["flights"],
         ("Extract.weather", "window"): counts["weather"],
     }
-    assert {v["bytes"] for v in sent.values()} == {published["payload_bytes"].value}
+    assert all("bytes" not in v for v in sent.values())  # the request's: payload_bytes
     assert published["file_bytes"].value == (demo_data / "flights.hyper").stat().st_size
     assert published["server"].value.startswith("http://127.0.0.1:")
     assert (published["site"].value, published["project"].value) == ("flights", "Default")

@@ -1,6 +1,8 @@
 """Materialisations speak Dagster's table vocabulary: qualified name, URI, counts, key roles."""
 
 import datetime as dt
+import logging
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -123,3 +125,20 @@ def test_a_one_run_backfill_of_many_multi_partitions_reports_each_cells_count(tm
         for k in keys
     }
     assert counts == expected
+
+
+def test_each_write_logs_its_table_mode_rows_and_seconds_at_info(tmp_path: Path):
+    with dg.instance_for_test() as instance:
+        materialise(tmp_path / "star.hyper", carriers, instance=instance)
+        materialise(tmp_path / "star.hyper", flights, instance=instance, partition_key="2024-01-03")
+        logged = [
+            (r.level, r.user_message)
+            for run in instance.get_runs()
+            for r in instance.all_logs(run.run_id)
+            if r.user_message.startswith("Wrote ")
+        ]
+    assert len(logged) == 2
+    assert all(level == logging.INFO for level, _ in logged)
+    messages = "\n".join(m for _, m in logged)
+    assert re.search(r"Wrote Extract\.carriers \(replace\): 3 rows in \d+\.\d s, into ", messages)
+    assert re.search(r"Wrote Extract\.flights \(partition\): 3 rows in \d+\.\d s", messages)

@@ -10,7 +10,6 @@ from helpers import crash_hyperd
 from tableauhyperapi import Connection, CreateMode, HyperProcess, Telemetry
 
 from hyper_assets import DatabaseLockedError, HyperResource, TableNotFoundError
-from hyper_assets.process import default_log_dir
 
 
 def test_logs_go_to_log_dir_and_parameters_pass_through(tmp_path: Path, monkeypatch):
@@ -29,19 +28,51 @@ def test_logs_go_to_log_dir_and_parameters_pass_through(tmp_path: Path, monkeypa
     assert resource.shared._process is None
 
 
-def test_default_log_dir_is_not_the_working_directory(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
-    (tmp_path / "temp").mkdir()
+def _hyperd_flags(marker: str) -> dict[str, str]:
+    """The `--name=value` flags of this process's hyperd whose command line has `marker`."""
+    import psutil
+
+    (hyperd,) = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "hyperd" in p.name() and any(marker in a for a in p.cmdline())
+    ]
+    return dict(a[2:].split("=", 1) for a in hyperd.cmdline() if a.startswith("--") and "=" in a)
+
+
+def test_default_logs_are_bounded_and_removed_at_close(tmp_path: Path, monkeypatch):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     monkeypatch.chdir(tmp_path)
-    assert default_log_dir() != Path.cwd()
     resource = HyperResource()
     try:
         with resource.connect(tmp_path / "a.hyper"):
-            pass
-        assert not list(tmp_path.glob("hyperd*.log"))
-        assert any(default_log_dir().glob("hyperd*.log"))
+            (logs,) = temp.glob("hyper-assets-logs-*")  # this hyperd's own directory
+            flags = _hyperd_flags(str(logs))
+        assert flags["log-dir"] == str(logs)
+        assert (flags["log-file-max-count"], flags["log-file-size-limit"]) == ("2", "10M")
+        assert any(logs.glob("hyperd*.log"))
+        assert not list(tmp_path.glob("hyperd*.log"))  # never the working directory
     finally:
         resource.close()
+    assert not logs.exists()
+    assert list(temp.iterdir()) == []
+
+
+def test_hyperd_keeps_at_most_two_log_files(tmp_path: Path):
+    # The default limits with a small size, so that a few hundred queries rotate the log.
+    logs = tmp_path / "logs"
+    resource = HyperResource(log_dir=str(logs), parameters={"log_file_size_limit": "100k"})
+    try:
+        with resource.connect(tmp_path / "a.hyper") as connection:
+            for _ in range(400):
+                connection.execute_scalar_query("SELECT 1")
+    finally:
+        resource.close()
+    files = list(logs.glob("hyperd*.log"))
+    assert sum(f.stat().st_size for f in files) > 2 * 100 * 1024  # it did rotate
+    assert len(files) == 2
 
 
 @pytest.mark.parametrize("opt_in", [False, True])

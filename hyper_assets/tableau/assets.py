@@ -87,12 +87,6 @@ SENT_SCHEMA = dg.TableSchema(
             "insert, upsert, replace, delete: Tableau's update actions.",
         ),
         dg.TableColumn("rows", "int", description="Rows sent for this table and action."),
-        dg.TableColumn(
-            "bytes",
-            "int",
-            description="Bytes of the request that carried them (the whole file, or the one "
-            "update batch); empty when a publish took several batches.",
-        ),
     ]
 )
 
@@ -113,16 +107,9 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
     it (`webpageUrl`, which addresses the page by a number, not by `datasource_id`). When the
     server gives none, it is a text saying so instead of a link: no page address is made up.
     """
-    one_request = result.batches <= 1 and result.kind != "none"
+    # The bytes are the requests', not a table's: `payload_bytes`, once.
     sent = [
-        dg.TableRecord(
-            {
-                "table": row["table"],
-                "action": row["action"],
-                "rows": row["rows"],
-                "bytes": result.payload_bytes if one_request else None,
-            }
-        )
+        dg.TableRecord({"table": row["table"], "action": row["action"], "rows": row["rows"]})
         for row in result.rows
     ]
     share = f" ({result.payload_bytes / file_bytes:.1%})" if file_bytes else ""

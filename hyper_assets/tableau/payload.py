@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tableauhyperapi import Connection, Endpoint, TableName, escape_name
 
+from hyper_assets._files import set_mode
 from hyper_assets._sql import attach, count_rows, detach
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.tableau.actions import Action, Delete, Insert, Replace
@@ -181,7 +182,9 @@ def write_batch(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Path |
         return None
     if len(files) == 1:
         assert files[0].path is not None
-        return files[0].path.replace(path)
+        files[0].path.replace(path)
+        set_mode(path)
+        return path
     with Connection(endpoint) as connection:
         _new_file(connection, path, "batch")
         for part in files:
@@ -194,6 +197,7 @@ def write_batch(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Path |
             detach(connection, _PART)
             part.path.unlink()
         detach(connection, "batch")
+    set_mode(path)
     return path
 
 

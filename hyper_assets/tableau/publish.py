@@ -41,7 +41,7 @@ from typing import Any, Literal
 from filelock import FileLock, Timeout
 from tableauhyperapi import Connection, Nullability, TableName
 
-from hyper_assets._files import MEGABYTE, write_json
+from hyper_assets._files import MEGABYTE, file_mode, write_json
 from hyper_assets._sql import count_rows
 from hyper_assets.compaction import file_version
 from hyper_assets.errors import (
@@ -178,7 +178,7 @@ class Publisher:
         It waits up to `lock_timeout_seconds`, then raises `PublishLockedError` naming the
         process that holds the file.
         """
-        lock = FileLock(self._lock_path)
+        lock = FileLock(self._lock_path, mode=file_mode())
         try:
             lock.acquire(timeout=self.lock_timeout_seconds)
         except Timeout as error:

@@ -27,7 +27,13 @@ import pytest
 import tableauserverclient as TSC
 from tableauhyperapi import Connection, SqlType, TableDefinition, TableName, escape_name
 
-from hyper_assets import HyperIOManager, HyperResource, VersionUpgrade, upgrade_database
+from hyper_assets import (
+    HyperIOManager,
+    HyperResource,
+    VersionUpgrade,
+    compact,
+    upgrade_database,
+)
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import (
     AmbiguousProjectError,
@@ -236,6 +242,8 @@ def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> N
     first = setup.publish()
     assert first["publish"] == "full"
     assert first["payload_bytes"] == setup.database.stat().st_size
+    # One row per table and action; the request's bytes once, not on every row.
+    assert {tuple(r.data) for r in first["sent"].records} == {("table", "action", "rows")}
     setup.assert_equal()
 
     setup.world.seed = 1
@@ -847,3 +855,28 @@ def remote_version(setup: Setup) -> int:
                 "SELECT database_version FROM pg_catalog.hyper_database"
             )
         )
+
+
+def test_every_file_beside_the_database_has_one_mode(setup: Setup) -> None:
+    """hyperd makes its files 0o660 less its umask, open() 0o666 less it: with a group's
+    umask (0o002), each file the library makes (the file, a compacted file, locks, outbox,
+    publish state, the compaction count) has the one mode, 0o664."""
+    hyper, umask = HyperResource(), os.umask(0o002)
+    try:
+        setup.write("products")
+        setup.publish()
+        setup.world.seed = 1
+        setup.write("products")  # an outbox record
+        compact(hyper, setup.database)
+    finally:
+        hyper.close()
+        os.umask(umask)
+    server = setup.emulator.data_dir
+    modes = {
+        p.relative_to(setup.database.parent).as_posix(): oct(p.stat().st_mode & 0o777)
+        for p in setup.database.parent.rglob("*")
+        if p.is_file() and server not in p.parents
+    }
+    assert {"sales.hyper", "sales.hyper.lock"} <= set(modes)
+    assert len(modes) >= 6, modes  # and the outbox's, the publish's and compaction's files
+    assert set(modes.values()) == {"0o664"}, modes
