@@ -34,6 +34,7 @@ from hyper_assets.errors import (
     TableauSignInError,
     TableNotFoundError,
     UnexpectedReplyError,
+    UnsupportedHomeError,
     UnsupportedTypeError,
 )
 from hyper_assets.io_manager import HyperIOManager
@@ -89,6 +90,7 @@ __all__ = [
     "TableauServerResource",
     "TableauSignInError",
     "UnexpectedReplyError",
+    "UnsupportedHomeError",
     "UnsupportedTypeError",
     "build_hyper_checks",
     "build_publish_op",

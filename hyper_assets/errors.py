@@ -7,6 +7,7 @@ HyperAssetsError
 │   ├── ComponentSpecError          a defs.yaml field of the component
 │   ├── StagingNotSharedError       Spark staged where this process cannot read
 │   ├── StagingStoreError           the staging object store is unreachable from here
+│   ├── UnsupportedHomeError        a database URI whose store this library cannot serve
 │   └── ProjectLookupError          a Tableau project path naming none, or several
 │       ├── ProjectNotFoundError
 │       └── AmbiguousProjectError
@@ -86,6 +87,11 @@ class IngestError(HyperAssetsError):
 
 class StagingNotSharedError(ConfigurationError):
     """Spark staged rows where this process cannot read them (a remote cluster's disk)."""
+
+
+class UnsupportedHomeError(ConfigurationError):
+    """A `database` URI naming a store the library cannot keep the file in (never taken
+    as a local path)."""
 
 
 class StagingStoreError(ConfigurationError):

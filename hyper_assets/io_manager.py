@@ -42,6 +42,7 @@ from hyper_assets.errors import (
     DatabaseLockedError,
     TableNotFoundError,
 )
+from hyper_assets.home import parse_home
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_counts, partition_window
@@ -121,6 +122,7 @@ class HyperIOManager(ConfigurableIOManager):
     def _known_store(self) -> HyperIOManager:
         # An unknown scheme, or staging_s3 without s3://, fails at definition, not at the
         # first write; nothing connects to the store here.
+        parse_home(self.database)
         if self.staging_dir or self.staging_s3:
             parse_root(self.staging_dir or "", self.staging_s3)
         return self
