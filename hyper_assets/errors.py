@@ -19,6 +19,10 @@ HyperAssetsError
 ├── IngestError                     staged rows not loaded (or not all arrived)
 ├── CompactionError
 ├── CorruptFileError                an outbox, plan or state file that does not parse
+├── HomeError                       the extract's object-store home; nothing was committed
+│   ├── HomeConflictError           another writer committed a generation during this write
+│   ├── LeaseLostError              the write's lease expired: it may not commit
+│   └── HomeStoreError              the store failed or cannot be reached
 ├── ActionValidationError           an action batch that does not parse
 ├── ActionBatchError                an action that cannot apply; the batch rolled back
 ├── EmulatorConfigError
@@ -100,6 +104,23 @@ class StagingStoreError(ConfigurationError):
 
 class CompactionError(HyperAssetsError):
     """Hyper failed while compacting a `.hyper` file (a full disk, say); the file is unchanged."""
+
+
+class HomeError(HyperAssetsError):
+    """The extract's object-store home refused or failed a step; the home's current
+    generation is as it was."""
+
+
+class HomeConflictError(HomeError):
+    """Another writer committed the generation this write was to commit."""
+
+
+class LeaseLostError(HomeError):
+    """The write's lease expired or was taken over; the commit was refused."""
+
+
+class HomeStoreError(HomeError):
+    """The object store failed or cannot be reached (its error quoted)."""
 
 
 class CorruptFileError(HyperAssetsError):

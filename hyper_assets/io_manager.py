@@ -41,6 +41,7 @@ from hyper_assets.errors import (
     ConfigurationError,
     DatabaseLockedError,
     TableNotFoundError,
+    UnsupportedHomeError,
 )
 from hyper_assets.home import parse_home
 from hyper_assets.ingest import Write, WriteResult, write_table
@@ -122,7 +123,8 @@ class HyperIOManager(ConfigurableIOManager):
     def _known_store(self) -> HyperIOManager:
         # An unknown scheme, or staging_s3 without s3://, fails at definition, not at the
         # first write; nothing connects to the store here.
-        parse_home(self.database)
+        if not isinstance(parse_home(self.database), Path):
+            raise UnsupportedHomeError(f"HyperIOManager cannot write to {self.database} yet.")
         if self.staging_dir or self.staging_s3:
             parse_root(self.staging_dir or "", self.staging_s3)
         return self
