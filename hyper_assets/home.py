@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from dagster import ConfigurableResource
+from dagster import Config, ConfigurableResource
 from obstore.store import ObjectStore, S3Store
 from pydantic import Field
 
@@ -103,6 +103,21 @@ def relative_to(database: str, root: Path) -> str:
     return home.uri if isinstance(home, StoreHome) else str(root / home)
 
 
+class HomeSettings(Config):
+    """How a run works with an object-store home (ignored for a local path)."""
+
+    working_dir: str | None = Field(
+        default=None,
+        description="Where a run keeps its copy of the home's current generation. "
+        "Default: a directory under the temp directory.",
+    )
+    lease_seconds: float = Field(
+        default=60.0,
+        description="How long a writer's lease lasts without renewal (it renews every "
+        "third of it); a killed writer's lease is taken over after it.",
+    )
+
+
 class HyperDatabase(ConfigurableResource):
     """One `.hyper` extract's home: a local path, or an object store with a local
     working copy and a lease, and the Hyper process that opens it."""
@@ -114,21 +129,20 @@ class HyperDatabase(ConfigurableResource):
     hyper: HyperResource = Field(
         default_factory=HyperResource, description="The Hyper process settings."
     )
-    working_dir: str | None = Field(
-        default=None,
-        description="Where a run keeps its copy of an object-store home's current "
-        "generation. Default: a directory under the temp directory.",
-    )
-    lease_seconds: float = Field(
-        default=60.0,
-        description="How long a writer's lease on an object-store home lasts without "
-        "renewal (it renews every third of it); a killed writer's lease is taken over "
-        "after it.",
+    settings: HomeSettings = Field(
+        default_factory=HomeSettings,
+        description="The working copy and the lease of an object-store home.",
     )
 
     @property
     def home(self) -> Path | StoreHome:
         return parse_home(self.database)
+
+    @property
+    def uri(self) -> str:
+        """The home's URI: the store's, or the local file's (file://)."""
+        home = self.home
+        return home.uri if isinstance(home, StoreHome) else home.absolute().as_uri()
 
     @property
     def local_path(self) -> Path:
@@ -137,8 +151,8 @@ class HyperDatabase(ConfigurableResource):
         return home if isinstance(home, Path) else self._working(home).database
 
     def _working(self, home: StoreHome) -> WorkingCopy:
-        if self.working_dir:
-            directory = Path(self.working_dir)
+        if self.settings.working_dir:
+            directory = Path(self.settings.working_dir)
         else:
             digest = hashlib.sha256(home.uri.encode()).hexdigest()[:16]
             directory = Path(tempfile.gettempdir()) / f"hyper-assets-home-{os.getuid()}" / digest
@@ -163,7 +177,7 @@ class HyperDatabase(ConfigurableResource):
         generations = Generations(store, home.uri, home.name)
         working = self._working(home)
         timeout = self.hyper.lock_timeout_seconds
-        lease = Lease(store, home.uri, self.lease_seconds, timeout)
+        lease = Lease(store, home.uri, self.settings.lease_seconds, timeout)
         with lease, self.hyper.lock(working.database):
             base = generations.current()
             generations.download(base, working)

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -41,9 +40,8 @@ from hyper_assets.errors import (
     ConfigurationError,
     DatabaseLockedError,
     TableNotFoundError,
-    UnsupportedHomeError,
 )
-from hyper_assets.home import parse_home
+from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_counts, partition_window
@@ -79,7 +77,11 @@ class HyperIOManager(ConfigurableIOManager):
     `table` to override the names taken from the asset key.
     """
 
-    database: str = Field(description="Path of the .hyper file every asset is a table of.")
+    database: str = Field(
+        description="The .hyper file every asset is a table of: a path, or an object-store "
+        "URI (s3://bucket/path/shop.hyper, configured from the AWS environment) for runs "
+        "that share no disk."
+    )
     hyper: HyperResource = Field(
         default_factory=HyperResource, description="The Hyper process settings."
     )
@@ -117,14 +119,20 @@ class HyperIOManager(ConfigurableIOManager):
         "(Hyper reuses their space only in part); None: never, call compact() yourself.",
     )
 
+    home_settings: HomeSettings = Field(
+        default_factory=HomeSettings,
+        description="For an object-store database: where a run keeps its working copy, "
+        "and how long a writer's lease lasts.",
+    )
+
     _staging: StagingArea | None = PrivateAttr(default=None)
+    _home: HyperDatabase | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _known_store(self) -> HyperIOManager:
         # An unknown scheme, or staging_s3 without s3://, fails at definition, not at the
         # first write; nothing connects to the store here.
-        if not isinstance(parse_home(self.database), Path):
-            raise UnsupportedHomeError(f"HyperIOManager cannot write to {self.database} yet.")
+        parse_home(self.database)
         if self.staging_dir or self.staging_s3:
             parse_root(self.staging_dir or "", self.staging_s3)
         return self
@@ -134,6 +142,15 @@ class HyperIOManager(ConfigurableIOManager):
         if self._staging is None:
             self._staging = StagingArea(self.staging_dir, self.staging_s3)
         return self._staging
+
+    @property
+    def home(self) -> HyperDatabase:
+        """Where the file lives, and the file Hyper opens in this run (`local_path`)."""
+        if self._home is None:
+            self._home = HyperDatabase(
+                database=self.database, hyper=self.hyper, settings=self.home_settings
+            )
+        return self._home
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.staging.release()
@@ -210,8 +227,9 @@ class HyperIOManager(ConfigurableIOManager):
         count_partitions: _PartitionCounter | None,
         log: DagsterLogManager,
     ) -> _Written:
-        """Makes `write`, counts what it left and compacts if that pays, in one lock hold."""
-        with self.hyper.lock(self.database):
+        """Makes `write`, counts what it left and compacts if that pays, in one lock hold
+        (on an object-store home: one lease, committed as the next generation)."""
+        with self.home.writing():
             with self._recorded(write, staged) as connection:
                 result = write_table(connection, write, staged)
                 rows = count_rows(connection, write.table)
@@ -227,8 +245,8 @@ class HyperIOManager(ConfigurableIOManager):
         The caller holds the database's lock. A write that fails leaves its record pending;
         the next writer or publisher settles it (`hyper_assets.outbox`).
         """
-        outbox = Outbox(self.database)
-        with self.hyper.open(self.database) as connection:
+        outbox = Outbox(self.home.local_path)
+        with self.hyper.open(self.home.local_path) as connection:
             outbox.settle(connection)
             change = outbox.record(connection, write, staged)
             yield connection
@@ -246,8 +264,8 @@ class HyperIOManager(ConfigurableIOManager):
             raise ConfigurationError(f"Asset {label} is not partitioned: it has no partitions.")
         spec = self.spec_for(asset.key.path, asset.metadata_by_key.get(asset.key))
         table = spec.table
-        with self.hyper.lock(self.database):
-            with self.hyper.open(self.database, create=False) as connection:
+        with self.home.writing() as database:
+            with self.hyper.open(database, create=False) as connection:
                 columns = self._stored_columns(connection, table, label)
             window = partition_window(
                 asset.partitions_def, partition_keys, spec.partition_expr, columns, spec.label
@@ -270,7 +288,9 @@ class HyperIOManager(ConfigurableIOManager):
         if self.auto_compact is None:
             return None
         try:
-            result = compact_if_wasteful(self.hyper, self.database, deleted_rows, self.auto_compact)
+            result = compact_if_wasteful(
+                self.hyper, self.home.local_path, deleted_rows, self.auto_compact
+            )
         except (DatabaseLockedError, CompactionError) as error:
             log.warning(f"{error} (The write itself is complete.)")
             return None
@@ -305,10 +325,10 @@ class HyperIOManager(ConfigurableIOManager):
 
         Column descriptions come from the asset's own `dagster/column_schema`, if any.
         """
-        path = Path(self.database).absolute()
+        path = self.home.local_path.absolute()
         return {
             "dagster/table_name": f"{path.stem}.{table_label(write.table)}",
-            "dagster/uri": MetadataValue.url(path.as_uri()),
+            "dagster/uri": MetadataValue.url(self.home.uri),
             "dagster/column_schema": _column_schema(write, declared),
             "dagster/storage_kind": "hyper",
             "database": MetadataValue.path(str(path)),
@@ -325,7 +345,10 @@ class HyperIOManager(ConfigurableIOManager):
             session = active_session(label)
             mode = resolve_mode(self.staging_mode, session, self.staging, label)
         path = self.staging.keep("load") / "table.parquet"
-        with self.hyper.connect(self.database, create=False) as connection:
+        with (
+            self.home.reading() as database,
+            self.hyper.connect(database, create=False) as connection,
+        ):
             stored = self._stored_columns(connection, table, context.asset_key.to_user_string())
             columns = _select(stored, wanted, label)
             window = self._window(context, spec, stored)

@@ -4,20 +4,32 @@ loopback (real HTTP, the conditional writes S3 answers 412 to)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
+from typing import Any
 
 import boto3
+import pyarrow as pa
 import pytest
+from cluster import REPOSITORY, can_unshare, private_mounts
+from dagster import DailyPartitionsDefinition, asset, materialize
+from helpers import query
 
 from hyper_assets import HyperIOManager, UnsupportedHomeError
 from hyper_assets.errors import DatabaseLockedError, HomeConflictError, LeaseLostError
 from hyper_assets.generations import Generations, WorkingCopy
-from hyper_assets.home import StoreHome, parse_home, relative_to
+from hyper_assets.home import HomeSettings, HyperDatabase, StoreHome, parse_home, relative_to
 from hyper_assets.lease import Lease
+from hyper_assets.outbox import Outbox
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +212,211 @@ def test_a_writer_whose_lease_expired_cannot_commit(bucket, tmp_path):
         generations.commit(base, mine, stalled.id)
     assert generations.current() == theirs
     assert theirs.lease_id == taker.id
+
+
+# --- the IO manager on an object-store home --------------------------------------------------
+
+DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
+
+
+@asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+def sales(context) -> pa.Table:
+    day = date.fromisoformat(context.partition_key)
+    return pa.table({"day": [day] * 3, "id": pa.array([1, 2, 3], pa.int64())})
+
+
+@asset
+def per_day(sales: pa.Table) -> pa.Table:
+    return sales.group_by("day").aggregate([("id", "count")]).sort_by("day")
+
+
+def test_runs_that_share_only_the_store_write_and_read_one_extract(bucket, tmp_path, hyper):
+    """Each run gets a fresh working copy, as a fresh container would: the second run's
+    rows join the first's, and a downstream asset loads both."""
+    uri = f"s3://{bucket}/extracts/shop.hyper"
+
+    def run(name: str, partition: str | None, *assets) -> None:
+        io_manager = HyperIOManager(
+            database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / name))
+        )
+        result = materialize(
+            [sales, per_day], selection=list(assets), partition_key=partition,
+            resources={"io_manager": io_manager},
+        )  # fmt: skip
+        assert result.success
+
+    run("first", "2024-01-01", sales)
+    tracker = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(tmp_path / "t")))
+    with tracker.writing() as database:  # as a first publish does: later writes are recorded
+        Outbox(database).start_tracking()
+    run("second", "2024-01-02", sales)
+    run("third", None, per_day)
+    reader = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(tmp_path / "r")))
+    with reader.reading() as database:
+        per_day_rows = 'SELECT CAST(day AS TEXT), id_count FROM "Extract"."per_day" ORDER BY 1'
+        assert query(hyper, database, per_day_rows) == [["2024-01-01", 3], ["2024-01-02", 3]]
+        assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract"."sales"') == [[6]]
+        # The outbox travelled with the file: both later writes wait for the next publish.
+        changes = Outbox(database).changes()
+        assert [(c.table.name.unescaped, c.kind.value) for c in changes] == [
+            ("sales", "partition"),
+            ("per_day", "replace"),
+        ]
+    assert generation(uri) == 4
+    assert not (tmp_path / "s3:").exists() and not list(Path.cwd().glob("s3:*"))
+
+
+# --- steps that share no disk ----------------------------------------------------------------
+# Each step runs in its own private mount namespace (its own empty /tmp, so its own cold
+# working copy and hyperd), sharing only moto's S3 server on loopback. Each test reads the
+# rows back from the home (a fresh working copy in this process): every committed step's
+# rows are there, no refused or killed step's.
+
+JOB = Path(__file__).with_name("home_job.py")
+LEASE_SECONDS = 3.0
+
+
+@pytest.fixture(scope="module")
+def namespaces() -> None:
+    if not can_unshare():
+        pytest.skip("a private mount namespace needs root (unshare -m); CI runs as root")
+
+
+class Step:
+    """One Dagster step in a mount namespace of its own."""
+
+    def __init__(self, uri: str, *args: str, pause: str | None = None) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPOSITORY),
+            "HOME_TEST_URI": uri,
+            "HOME_TEST_LEASE": str(LEASE_SECONDS),
+            "HOME_TEST_PAUSE": pause or "",
+        }
+        command = private_mounts([sys.executable, str(JOB), *args], [], shared=[REPOSITORY])
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115  (shown when the step ends early)
+        self.process = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.log, text=True, start_new_session=True,
+        )  # fmt: skip
+
+    def wait_for(self, word: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                self.log.seek(0)
+                tail = self.log.read()[-3000:]
+                raise AssertionError(f"the step ended before printing {word}:\n{tail}")
+            if line.startswith(word):
+                return line[len(word) :].strip()
+        raise AssertionError(f"no {word} after {timeout:g} s")
+
+    def result(self) -> dict[str, Any]:
+        outcome = json.loads(self.wait_for("RESULT "))
+        self.process.wait(60)
+        return outcome
+
+    def signal(self, number: int) -> None:
+        os.killpg(self.process.pid, number)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.process.wait(60)
+
+
+def run(home_uri: str, *args: str) -> dict[str, Any]:
+    return Step(home_uri, *args).result()
+
+
+@pytest.fixture
+def home_uri(bucket: str, namespaces: None) -> str:
+    return f"s3://{bucket}/team/shop.hyper"
+
+
+def rows(hyper, uri: str, scratch: Path, sql: str) -> list[list[Any]]:
+    reader = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(scratch)))
+    with reader.reading() as database:
+        return query(hyper, database, sql)
+
+
+LABELS = 'SELECT CAST(day AS TEXT), label, COUNT(*) FROM "Extract"."sales" GROUP BY 1, 2 ORDER BY 1'
+
+
+def generation(uri: str) -> int:
+    home = HyperDatabase(database=uri).home
+    current = Generations(home.connect(), home.uri, home.name).current()
+    return current.number if current else 0
+
+
+@pytest.mark.slow
+def test_runs_one_after_another_each_cold(hyper, home_uri, tmp_path):
+    assert run(home_uri, "write", "2024-01-01", "first") == {"success": True, "error": None}
+    assert run(home_uri, "write", "2024-01-02", "second")["success"]
+    assert run(home_uri, "summary")["success"]  # loads both days in a third namespace
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+        ["2024-01-01", "first", 1000],
+        ["2024-01-02", "second", 1000],
+    ]
+    per_day = 'SELECT CAST(day AS TEXT), id_count FROM "Extract"."per_day" ORDER BY 1'
+    assert rows(hyper, home_uri, tmp_path / "read", per_day) == [
+        ["2024-01-01", 1000],
+        ["2024-01-02", 1000],
+    ]
+    assert generation(home_uri) == 3
+
+
+@pytest.mark.slow
+def test_two_writers_at_once_both_commit(hyper, home_uri, tmp_path):
+    steps = [Step(home_uri, "write", f"2024-01-0{d}", f"writer{d}") for d in (1, 2)]
+    assert [s.result()["success"] for s in steps] == [True, True]
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+        ["2024-01-01", "writer1", 1000],
+        ["2024-01-02", "writer2", 1000],
+    ]
+    assert generation(home_uri) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("during", ["generations/", "manifest/"], ids=["upload", "commit"])
+def test_a_step_killed_during_upload_or_commit_leaves_the_previous_generation(
+    hyper, home_uri, tmp_path, during
+):
+    assert run(home_uri, "write", "2024-01-01", "kept")["success"]
+    killed = Step(home_uri, "write", "2024-01-02", "killed", pause=during)
+    killed.wait_for("PAUSED ")
+    killed.kill()
+    assert generation(home_uri) == 1
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-01", "kept", 1000]]
+    # The next step takes over the dead step's lease once it expired, and commits.
+    assert run(home_uri, "write", "2024-01-03", "next")["success"]
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+        ["2024-01-01", "kept", 1000],
+        ["2024-01-03", "next", 1000],
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("during", "refusal"),
+    [("generations/", "LeaseLostError"), ("manifest/", "HomeConflictError")],
+    ids=["before-the-fence", "after-the-fence"],
+)
+def test_a_stalled_writer_whose_lease_expired_cannot_commit(
+    hyper, home_uri, tmp_path, during, refusal
+):
+    """SIGSTOP stalls the whole step (its lease heartbeat too) past its lease; another
+    step commits meanwhile; the stalled one, resumed, is refused and changes nothing."""
+    stalled = Step(home_uri, "write", "2024-01-01", "stalled", pause=during)
+    stalled.wait_for("PAUSED ")
+    stalled.signal(signal.SIGSTOP)
+    try:
+        assert run(home_uri, "write", "2024-01-02", "other")["success"]
+    finally:
+        stalled.signal(signal.SIGCONT)
+    stalled.process.stdin.write("go\n")
+    stalled.process.stdin.flush()
+    outcome = stalled.result()
+    assert not outcome["success"] and outcome["error"].startswith(refusal), outcome
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-02", "other", 1000]]
+    assert generation(home_uri) == 1
