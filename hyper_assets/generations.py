@@ -141,7 +141,8 @@ class Generations:
         lease_id: str,
         fence: Callable[[], None] = lambda: None,
     ) -> Manifest:
-        """Uploads the working copy's files and makes them generation `base + 1`.
+        """Uploads the working copy's files and makes them generation `base + 1`
+        (returns `base` when they are its files).
 
         `fence` runs between the upload and the commit (the lease's renewal: it raises
         when the lease was lost, so nothing is committed). Raises `HomeConflictError` if
@@ -161,6 +162,9 @@ class Generations:
                     obstore.put(self.store, key, local)
                     stored = StoredFile(path, key, local.stat().st_size, digest)
                 files.append(stored)
+            if base is not None and tuple(files) == base.files:
+                working.mark(base)  # nothing changed: the home holds this state already
+                return base
             manifest = Manifest(
                 number,
                 token,

@@ -16,7 +16,7 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,7 @@ from obstore.store import ObjectStore, S3Store
 from pydantic import Field
 
 from hyper_assets.errors import UnsupportedHomeError
-from hyper_assets.generations import Generations, WorkingCopy, store_errors
+from hyper_assets.generations import Generations, Manifest, WorkingCopy, store_errors
 from hyper_assets.lease import Lease
 from hyper_assets.resource import HyperResource
 
@@ -150,14 +150,28 @@ class HyperDatabase(ConfigurableResource):
         home = self.home
         return home if isinstance(home, Path) else self._working(home).database
 
-    def _working(self, home: StoreHome) -> WorkingCopy:
+    def _working(self, home: StoreHome, part: str = "") -> WorkingCopy:
         if self.settings.working_dir:
             directory = Path(self.settings.working_dir)
         else:
             digest = hashlib.sha256(home.uri.encode()).hexdigest()[:16]
             directory = Path(tempfile.gettempdir()) / f"hyper-assets-home-{os.getuid()}" / digest
+        directory = directory / part if part else directory
         directory.mkdir(parents=True, exist_ok=True)
         return WorkingCopy(directory, home.name)
+
+    @contextmanager
+    def _leased(self, home: StoreHome, working: WorkingCopy) -> Iterator[_Held]:
+        """The home's lease, and `working` brought to the current generation; the caller
+        commits (the lease is released when the block ends)."""
+        store = home.connect()
+        generations = Generations(store, home.uri, home.name)
+        timeout = self.hyper.lock_timeout_seconds
+        with Lease(store, home.uri, self.settings.lease_seconds, timeout) as lease:
+            held = _Held(generations, working, lease, generations.current())
+            generations.download(held.base, working)
+            working.changing()
+            yield held
 
     @contextmanager
     def writing(self) -> Iterator[Path]:
@@ -173,17 +187,30 @@ class HyperDatabase(ConfigurableResource):
             with self.hyper.lock(home):
                 yield home
             return
-        store = home.connect()
-        generations = Generations(store, home.uri, home.name)
         working = self._working(home)
-        timeout = self.hyper.lock_timeout_seconds
-        lease = Lease(store, home.uri, self.settings.lease_seconds, timeout)
-        with lease, self.hyper.lock(working.database):
-            base = generations.current()
-            generations.download(base, working)
-            working.changing()
+        with self.hyper.lock(working.database), self._leased(home, working) as held:
             yield working.database
-            generations.commit(base, working, lease.id, fence=lease.renew)
+            held.commit()
+
+    @contextmanager
+    def publishing(self) -> Iterator[tuple[Path, Callable[[], None]]]:
+        """The file to publish, and `save`, which the publish calls after each step it
+        saves (its plan, a batch sent, the changes it cleared).
+
+        Local: the file itself, and `save` does nothing (the publish takes the file's lock
+        where it needs it). Store: the home's lease for the whole publish, so no write
+        runs between its plan and its end; a working copy of its own; and `save` commits
+        the copy as the next generation, so a publish run in any container resumes where
+        the last one stopped and never sends a change twice.
+        """
+        home = self.home
+        if isinstance(home, Path):
+            yield home, lambda: None
+            return
+        working = self._working(home, "publishing")
+        with self._leased(home, working) as held:
+            yield working.database, held.save
+            held.commit()
 
     @contextmanager
     def reading(self) -> Iterator[Path]:
@@ -197,3 +224,24 @@ class HyperDatabase(ConfigurableResource):
             with self.hyper.lock(working.database):
                 generations.download(generations.current(), working)
         yield self.local_path
+
+
+@dataclass
+class _Held:
+    """A store home held under `lease`, its working copy made from generation `base`."""
+
+    generations: Generations
+    working: WorkingCopy
+    lease: Lease
+    base: Manifest | None
+
+    def commit(self) -> None:
+        """Makes the working copy the next generation (fenced by the lease's renewal)."""
+        self.base = self.generations.commit(
+            self.base, self.working, self.lease.id, fence=self.lease.renew
+        )
+
+    def save(self) -> None:
+        """`commit`, and goes on changing the copy."""
+        self.commit()
+        self.working.changing()

@@ -18,13 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import dagster as dg
 import pyarrow as pa
 import pytest
 from cluster import REPOSITORY, can_unshare, private_mounts
 from dagster import DailyPartitionsDefinition, asset, materialize
 from helpers import query
 
-from hyper_assets import HyperIOManager, UnsupportedHomeError
+from hyper_assets import (
+    HyperIOManager,
+    TableauServerResource,
+    UnsupportedHomeError,
+    publish_freshness_check,
+    tableau_datasource_asset,
+)
+from hyper_assets.emulator import Emulator
 from hyper_assets.errors import DatabaseLockedError, HomeConflictError, LeaseLostError
 from hyper_assets.generations import Generations, WorkingCopy
 from hyper_assets.home import HomeSettings, HyperDatabase, StoreHome, parse_home, relative_to
@@ -264,6 +272,51 @@ def test_runs_that_share_only_the_store_write_and_read_one_extract(bucket, tmp_p
         ]
     assert generation(uri) == 4
     assert not (tmp_path / "s3:").exists() and not list(Path.cwd().glob("s3:*"))
+
+
+def test_publish_and_checks_follow_the_home(bucket, tmp_path, hyper):
+    """Writes, checks and publishes run as separate containers would (each with a fresh
+    working copy) against one s3:// home: the second publish sends only the second day,
+    the third sends nothing, and the server's copy equals the file."""
+    uri = f"s3://{bucket}/extracts/shop.hyper"
+    published = tableau_datasource_asset(datasource="Shop", project="Default", deps=[sales])
+    fresh = publish_freshness_check(published, max_lag_minutes=0)
+    data_dir = tmp_path / "server"
+    data_dir.mkdir()
+    with Emulator(data_dir, tokens={"ci": "secret"}, hyper=hyper) as emulator:
+        tableau = TableauServerResource(
+            server_url=emulator.url, token_name="ci", token_secret="secret"
+        )
+
+        def run(name: str, selection, partition: str | None = None) -> dg.ExecuteInProcessResult:
+            io_manager = HyperIOManager(
+                database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / name))
+            )
+            return materialize(
+                [sales, published, fresh], selection=selection, partition_key=partition,
+                resources={"io_manager": io_manager, "tableau": tableau},
+            )  # fmt: skip
+
+        def published_as(result: dg.ExecuteInProcessResult) -> tuple[str, int]:
+            (event,) = result.asset_materializations_for_node(published.op.name)
+            return event.metadata["publish"].value, event.metadata["rows_sent"].value
+
+        assert run("write-1", dg.AssetSelection.assets(sales), "2024-01-01").success
+        assert published_as(run("publish-1", dg.AssetSelection.assets(published))) == ("full", 3)
+        assert run("write-2", dg.AssetSelection.assets(sales), "2024-01-02").success
+        (waiting,) = run("check", dg.AssetSelection.checks(fresh)).get_asset_check_evaluations()
+        assert not waiting.passed and waiting.metadata["unpublished_changes"].value == 1
+        assert published_as(run("publish-2", dg.AssetSelection.assets(published))) == (
+            "update",
+            3,
+        )
+        assert published_as(run("publish-3", dg.AssetSelection.assets(published))) == ("none", 0)
+        counts = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
+        assert query(hyper, emulator.data_dir / "Shop.hyper", counts) == [
+            ["2024-01-01", 3],
+            ["2024-01-02", 3],
+        ]
+        assert rows(hyper, uri, tmp_path / "read", counts) == [["2024-01-01", 3], ["2024-01-02", 3]]
 
 
 # --- steps that share no disk ----------------------------------------------------------------
