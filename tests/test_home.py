@@ -338,9 +338,10 @@ def namespaces() -> None:
 class Step:
     """One Dagster step in a mount namespace of its own."""
 
-    def __init__(self, uri: str, *args: str, pause: str | None = None) -> None:
+    def __init__(self, uri: str, *args: str, pause: str | None = None, tableau: str = "") -> None:
         env = {
             **os.environ,
+            "HOME_TEST_TABLEAU": tableau,
             "PYTHONPATH": str(REPOSITORY),
             "HOME_TEST_URI": uri,
             "HOME_TEST_LEASE": str(LEASE_SECONDS),
@@ -378,8 +379,8 @@ class Step:
         self.process.wait(60)
 
 
-def run(home_uri: str, *args: str) -> dict[str, Any]:
-    return Step(home_uri, *args).result()
+def run(home_uri: str, *args: str, tableau: str = "") -> dict[str, Any]:
+    return Step(home_uri, *args, tableau=tableau).result()
 
 
 @pytest.fixture
@@ -473,3 +474,22 @@ def test_a_stalled_writer_whose_lease_expired_cannot_commit(
     assert not outcome["success"] and outcome["error"].startswith(refusal), outcome
     assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-02", "other", 1000]]
     assert generation(home_uri) == 1
+
+
+@pytest.mark.slow
+def test_a_publish_from_another_namespace_sends_only_what_changed(hyper, home_uri, tmp_path):
+    """The server's copy is the emulator's (this process's disk); each write and publish
+    runs in a namespace of its own, so the publish state reaches it only through S3."""
+    (tmp_path / "server").mkdir()
+    with Emulator(tmp_path / "server", tokens={"ci": "secret"}, hyper=hyper) as emulator:
+        assert run(home_uri, "write", "2024-01-01", "first")["success"]
+        first = run(home_uri, "publish", tableau=emulator.url)
+        assert (first["publish"], first["rows_sent"]) == ("full", 1000), first
+        assert run(home_uri, "write", "2024-01-02", "second")["success"]
+        second = run(home_uri, "publish", tableau=emulator.url)
+        assert (second["publish"], second["rows_sent"]) == ("update", 1000), second
+        third = run(home_uri, "publish", tableau=emulator.url)
+        assert (third["publish"], third["rows_sent"]) == ("none", 0), third
+        remote = query(hyper, emulator.data_dir / "Shop.hyper", LABELS)
+    assert remote == rows(hyper, home_uri, tmp_path / "read", LABELS)
+    assert remote == [["2024-01-01", "first", 1000], ["2024-01-02", "second", 1000]]
