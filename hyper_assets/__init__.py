@@ -14,8 +14,12 @@ from hyper_assets.errors import (
     DatabaseLockedError,
     DataSourceExistsError,
     EmulatorConfigError,
+    HomeConflictError,
+    HomeError,
+    HomeStoreError,
     HyperAssetsError,
     IngestError,
+    LeaseLostError,
     NullInNotNullColumnError,
     PayloadTooLargeError,
     ProjectLookupError,
@@ -37,6 +41,7 @@ from hyper_assets.errors import (
     UnsupportedHomeError,
     UnsupportedTypeError,
 )
+from hyper_assets.home import HomeSettings
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
@@ -63,11 +68,16 @@ __all__ = [
     "DataSourceExistsError",
     "DatabaseLockedError",
     "EmulatorConfigError",
+    "HomeConflictError",
+    "HomeError",
+    "HomeSettings",
+    "HomeStoreError",
     "HyperAssetsError",
     "HyperExtractComponent",
     "HyperIOManager",
     "HyperResource",
     "IngestError",
+    "LeaseLostError",
     "NullInNotNullColumnError",
     "PayloadTooLargeError",
     "ProjectLookupError",

@@ -149,6 +149,14 @@ def test_each_commit_is_the_next_generation_and_a_fresh_copy_downloads_it(bucket
     assert contents(fresh)["shop.hyper"] == b"v2"
 
 
+def test_a_commit_of_unchanged_files_is_no_new_generation(bucket, tmp_path):
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    copy = working_copy(tmp_path / "a", **{"shop.hyper": b"v1"})
+    one = generations.commit(None, copy, "lease-1")
+    assert generations.commit(one, copy, "lease-1") == one == generations.current()
+
+
 def test_of_two_commits_from_one_generation_the_second_is_refused(bucket, tmp_path):
     home = store_home(bucket)
     generations = Generations(home.connect(), home.uri, home.name)
