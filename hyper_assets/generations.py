@@ -110,12 +110,19 @@ def manifest_key(number: int) -> str:
 
 
 @contextmanager
-def store_errors(where: str) -> Iterator[None]:
-    """Maps the store's own errors (obstore's) to `HomeStoreError`, quoting them."""
+def store_errors(where: str, *, missing: bool = True) -> Iterator[None]:
+    """Maps the store's own errors (obstore's) to `HomeStoreError`, quoting them; a
+    missing object (`FileNotFoundError`) too, unless `missing` is False."""
     try:
         yield
     except (BaseError, FileNotFoundError) as error:
-        raise HomeStoreError(f"The store of {where} failed: {error}".split("\n")[0]) from error
+        if isinstance(error, FileNotFoundError) and not missing:
+            raise
+        raise HomeStoreError(
+            f"The store of {where} failed ({str(error).splitlines()[0]}); nothing was "
+            "committed. Check the bucket, the AWS environment (AWS_ENDPOINT_URL, keys, "
+            "region) and that this machine reaches the store."
+        ) from error
 
 
 class Generations:

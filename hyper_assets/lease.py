@@ -19,22 +19,24 @@ commit renews first (the fence).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, PreconditionError
+from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 from obstore.store import ObjectStore
 
 from hyper_assets.errors import DatabaseLockedError, LeaseLostError
+from hyper_assets.generations import store_errors
 
 LEASE = "lease.json"
+_log = logging.getLogger(__name__)
 FORMAT = 1
 
 
@@ -104,7 +106,8 @@ class Lease:
         while True:
             started = time.monotonic()
             try:
-                found = obstore.get(self.store, LEASE)
+                with store_errors(self.where, missing=False):
+                    found = obstore.get(self.store, LEASE)
             except FileNotFoundError:  # obstore raises it for a missing object
                 if self._put("create", started):
                     return
@@ -128,10 +131,11 @@ class Lease:
 
     def _put(self, mode: Any, started: float) -> bool:
         """One conditional write of this lease; False when another writer won the race."""
-        try:
-            written = obstore.put(self.store, LEASE, self.record.to_bytes(), mode=mode)
-        except (AlreadyExistsError, PreconditionError):
-            return False
+        with store_errors(self.where):
+            try:
+                written = obstore.put(self.store, LEASE, self.record.to_bytes(), mode=mode)
+            except (AlreadyExistsError, PreconditionError):
+                return False
         with self._guard:
             self._etag = written["e_tag"]
             self._held_until = started + self.seconds
@@ -158,8 +162,17 @@ class Lease:
         if self._etag is None:
             return
         released = LeaseRecord(self.record.id, self.record.holder, self.seconds, released=True)
-        with suppress(PreconditionError):  # expired and taken over: not ours to release
+        try:
             obstore.put(self.store, LEASE, released.to_bytes(), mode={"e_tag": self._etag})
+        except PreconditionError:
+            pass  # expired and taken over: not ours to release
+        except (BaseError, OSError) as error:  # what it guarded is done; it expires anyway
+            _log.warning(
+                "Could not release the lease of %s (%s); it expires after %g s.",
+                self.where,
+                str(error).split("\n")[0],
+                self.seconds,
+            )
 
     def _beat(self) -> None:
         while not self._stop.wait(self.seconds / 3):

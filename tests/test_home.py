@@ -33,7 +33,12 @@ from hyper_assets import (
     tableau_datasource_asset,
 )
 from hyper_assets.emulator import Emulator
-from hyper_assets.errors import DatabaseLockedError, HomeConflictError, LeaseLostError
+from hyper_assets.errors import (
+    DatabaseLockedError,
+    HomeConflictError,
+    HomeStoreError,
+    LeaseLostError,
+)
 from hyper_assets.generations import Generations, WorkingCopy
 from hyper_assets.home import HomeSettings, HyperDatabase, StoreHome, parse_home, relative_to
 from hyper_assets.lease import Lease
@@ -280,6 +285,16 @@ def test_runs_that_share_only_the_store_write_and_read_one_extract(bucket, tmp_p
         ]
     assert generation(uri) == 4
     assert not (tmp_path / "s3:").exists() and not list(Path.cwd().glob("s3:*"))
+
+
+def test_a_store_that_fails_is_a_named_error_and_nothing_is_written(moto_s3, tmp_path):
+    io_manager = HyperIOManager(
+        database="s3://no-such-bucket/extracts/shop.hyper",
+        home_settings=HomeSettings(working_dir=str(tmp_path / "copy")),
+    )
+    with pytest.raises(HomeStoreError, match=r"s3://no-such-bucket/extracts/shop.hyper failed"):
+        materialize([sales], partition_key="2024-01-01", resources={"io_manager": io_manager})
+    assert [p.name for p in (tmp_path / "copy").iterdir()] == ["shop.hyper.lock"]
 
 
 def test_publish_and_checks_follow_the_home(bucket, tmp_path, hyper):
