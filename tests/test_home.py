@@ -27,8 +27,10 @@ from helpers import query
 
 from hyper_assets import (
     HyperIOManager,
+    HyperResource,
     TableauServerResource,
     UnsupportedHomeError,
+    compact,
     publish_freshness_check,
     tableau_datasource_asset,
 )
@@ -295,6 +297,18 @@ def test_a_store_that_fails_is_a_named_error_and_nothing_is_written(moto_s3, tmp
     with pytest.raises(HomeStoreError, match=r"s3://no-such-bucket/extracts/shop.hyper failed"):
         materialize([sales], partition_key="2024-01-01", resources={"io_manager": io_manager})
     assert [p.name for p in (tmp_path / "copy").iterdir()] == ["shop.hyper.lock"]
+
+
+def test_compact_rewrites_the_current_generation_of_a_store_home(bucket, tmp_path, hyper):
+    uri = f"s3://{bucket}/extracts/shop.hyper"
+    writer = HyperIOManager(database=uri, home_settings=HomeSettings(working_dir=str(tmp_path)))
+    for day in ("2024-01-01", "2024-01-02"):
+        assert materialize([sales], partition_key=day, resources={"io_manager": writer}).success
+    result = compact(HyperResource(), uri)  # a working copy of its own, downloaded cold
+    assert result.before_bytes > 0 and generation(uri) == 3
+    counts = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
+    assert rows(hyper, uri, tmp_path / "read", counts) == [["2024-01-01", 3], ["2024-01-02", 3]]
+    assert not list(Path.cwd().glob("s3:*"))
 
 
 def test_publish_and_checks_follow_the_home(bucket, tmp_path, hyper):
