@@ -16,8 +16,12 @@ from hyper_assets.errors import (
     DataError,
     DataSourceExistsError,
     EmulatorConfigError,
+    HomeConflictError,
+    HomeError,
+    HomeStoreError,
     HyperAssetsError,
     IngestError,
+    LeaseLostError,
     NullInNotNullColumnError,
     PayloadTooLargeError,
     PrimaryKeyError,
@@ -37,8 +41,10 @@ from hyper_assets.errors import (
     TableauSignInError,
     TableNotFoundError,
     UnexpectedReplyError,
+    UnsupportedHomeError,
     UnsupportedTypeError,
 )
+from hyper_assets.home import HomeSettings
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
@@ -68,11 +74,16 @@ __all__ = [
     "DatabaseLockedError",
     "DatabaseVersionError",
     "EmulatorConfigError",
+    "HomeConflictError",
+    "HomeError",
+    "HomeSettings",
+    "HomeStoreError",
     "HyperAssetsError",
     "HyperExtractComponent",
     "HyperIOManager",
     "HyperResource",
     "IngestError",
+    "LeaseLostError",
     "NullInNotNullColumnError",
     "PayloadTooLargeError",
     "PrimaryKeyError",
@@ -96,6 +107,7 @@ __all__ = [
     "TableauServerResource",
     "TableauSignInError",
     "UnexpectedReplyError",
+    "UnsupportedHomeError",
     "UnsupportedTypeError",
     "VersionUpgrade",
     "build_hyper_checks",

@@ -1,7 +1,8 @@
 """Asset checks that run SQL inside Hyper on the stored tables; no Spark needed.
 
 Each check opens the `.hyper` file of the `HyperIOManager` under `io_manager_key` (under
-the file's lock, so it sees no write half done) and reads what the asset's metadata
+the file's lock, so it sees no write half done; on an object-store home, the current
+generation) and reads what the asset's metadata
 declares: `primary_key`, `foreign_keys`, `partition_expr`, `schema` / `table`.
 
 Checks (name: fails when):
@@ -100,7 +101,10 @@ def _stored(
     io_manager = _io_manager(context, io_manager_key, asset.key.to_user_string())
     spec = io_manager.spec_for(asset.key.path, asset.metadata_by_key.get(asset.key))
     table = spec.table
-    with io_manager.hyper.connect(io_manager.database, create=False) as connection:
+    with (
+        io_manager.home.reading() as database,
+        io_manager.hyper.connect(database, create=False) as connection,
+    ):
         if not connection.catalog.has_table(table):
             raise TableNotFoundError(
                 f"Table {table_label(table)} is not in {io_manager.database}: materialise "
@@ -499,8 +503,8 @@ def publish_freshness_check(
 
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         io_manager = _io_manager(context, io_manager_key, published.key.to_user_string())
-        outbox = Outbox(io_manager.database)
-        with io_manager.hyper.lock(io_manager.database):
+        with io_manager.home.reading() as database, io_manager.hyper.lock(database):
+            outbox = Outbox(database)
             tracking = outbox.tracking
             changes = outbox.changes()
             oldest = outbox.oldest_change_at()

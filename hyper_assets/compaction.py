@@ -45,6 +45,7 @@ from tableauhyperapi import (
 from hyper_assets._files import MEGABYTE, fsync_path, set_mode, write_json
 from hyper_assets._sql import attach, count_rows
 from hyper_assets.errors import CompactionError, DatabaseLockedError
+from hyper_assets.home import HyperDatabase
 from hyper_assets.resource import HyperResource, is_locked_error
 from hyper_assets.tables import Catalog
 
@@ -135,7 +136,8 @@ def file_version(connection: Connection, database: Path) -> int:
 def compact(
     hyper: HyperResource, database: str | Path, *, rewrite_rows: bool = True
 ) -> CompactResult:
-    """Rewrites `database` compactly, keeping its format version, tables, keys and rows.
+    """Rewrites `database` (a path, or an object-store home: its current generation,
+    committed as the next) compactly, keeping its format version, tables, keys and rows.
 
     `rewrite_rows=False` only copies the file's used blocks (fast, but blocks that deletes
     left partly empty stay so). Holding the file's lock, the copy is written beside the
@@ -145,9 +147,8 @@ def compact(
     when another program keeps the file open, `TableNotFoundError` when it is missing,
     `CompactionError` when Hyper fails otherwise (a full disk, say).
     """
-    path = Path(database).absolute()
-    with hyper.lock(path):
-        return compact_locked(hyper, path, rewrite_rows)
+    with HyperDatabase(database=str(database), hyper=hyper).writing() as path:
+        return compact_locked(hyper, path.absolute(), rewrite_rows)
 
 
 def compact_locked(

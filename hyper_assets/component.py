@@ -42,6 +42,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from hyper_assets.checks import build_hyper_checks, publish_freshness_check
 from hyper_assets.errors import ComponentSpecError
+from hyper_assets.home import relative_to
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.tableau.assets import datasource_key, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
@@ -429,8 +430,8 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
     def _resources(self, context: dg.ComponentLoadContext) -> dict[str, Any]:
         resources: dict[str, Any] = {}
         if self.database:
-            path = context.project_root / self.database
-            resources[self.hyper_io_manager_key] = HyperIOManager(database=str(path))
+            database = relative_to(self.database, context.project_root)
+            resources[self.hyper_io_manager_key] = HyperIOManager(database=database)
         if self.spark.config is not None:
             resources[self.spark.resource_key] = PySparkResource(
                 spark_config=dict(self.spark.config)

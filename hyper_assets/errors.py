@@ -7,6 +7,7 @@ HyperAssetsError
 │   ├── ComponentSpecError          a defs.yaml field of the component
 │   ├── StagingNotSharedError       Spark staged where this process cannot read
 │   ├── StagingStoreError           the staging object store is unreachable from here
+│   ├── UnsupportedHomeError        a database URI whose store this library cannot serve
 │   └── ProjectLookupError          a Tableau project path naming none, or several
 │       ├── ProjectNotFoundError
 │       └── AmbiguousProjectError
@@ -21,6 +22,10 @@ HyperAssetsError
 ├── IngestError                     staged rows not loaded (or not all arrived)
 ├── CompactionError
 ├── CorruptFileError                an outbox, plan or state file that does not parse
+├── HomeError                       the extract's object-store home; nothing was committed
+│   ├── HomeConflictError           another writer committed a generation during this write
+│   ├── LeaseLostError              the write's lease expired: it may not commit
+│   └── HomeStoreError              the store failed or cannot be reached
 ├── ActionValidationError           an action batch that does not parse
 ├── ActionBatchError                an action that cannot apply; the batch rolled back
 ├── EmulatorConfigError
@@ -109,12 +114,34 @@ class StagingNotSharedError(ConfigurationError):
     """Spark staged rows where this process cannot read them (a remote cluster's disk)."""
 
 
+class UnsupportedHomeError(ConfigurationError):
+    """A `database` URI naming a store the library cannot keep the file in (never taken
+    as a local path)."""
+
+
 class StagingStoreError(ConfigurationError):
     """This process cannot reach the object store or HDFS given as `staging_dir`."""
 
 
 class CompactionError(HyperAssetsError):
     """Hyper failed compacting or upgrading a `.hyper` file (a full disk, say); it is unchanged."""
+
+
+class HomeError(HyperAssetsError):
+    """The extract's object-store home refused or failed a step; the home's current
+    generation is as it was."""
+
+
+class HomeConflictError(HomeError):
+    """Another writer committed the generation this write was to commit."""
+
+
+class LeaseLostError(HomeError):
+    """The write's lease expired or was taken over; the commit was refused."""
+
+
+class HomeStoreError(HomeError):
+    """The object store failed or cannot be reached (its error quoted)."""
 
 
 class CorruptFileError(HyperAssetsError):

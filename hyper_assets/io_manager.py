@@ -42,6 +42,7 @@ from hyper_assets.errors import (
     DatabaseLockedError,
     TableNotFoundError,
 )
+from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_counts, partition_window
@@ -80,7 +81,11 @@ class HyperIOManager(ConfigurableIOManager):
     `table` to override the names taken from the asset key.
     """
 
-    database: str = Field(description="Path of the .hyper file every asset is a table of.")
+    database: str = Field(
+        description="The .hyper file every asset is a table of: a path, or an object-store "
+        "URI (s3://bucket/path/shop.hyper, configured from the AWS environment) for runs "
+        "that share no disk."
+    )
     hyper: HyperResource = Field(
         default_factory=HyperResource, description="The Hyper process settings."
     )
@@ -118,12 +123,20 @@ class HyperIOManager(ConfigurableIOManager):
         "(Hyper reuses their space only in part); None: never, call compact() yourself.",
     )
 
+    home_settings: HomeSettings = Field(
+        default_factory=HomeSettings,
+        description="For an object-store database: where a run keeps its working copy, "
+        "and how long a writer's lease lasts.",
+    )
+
     _staging: StagingArea | None = PrivateAttr(default=None)
+    _home: HyperDatabase | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _known_store(self) -> HyperIOManager:
         # An unknown scheme, or staging_s3 without s3://, fails at definition, not at the
         # first write; nothing connects to the store here.
+        parse_home(self.database)
         if self.staging_dir or self.staging_s3:
             parse_root(self.staging_dir or "", self.staging_s3)
         return self
@@ -134,8 +147,18 @@ class HyperIOManager(ConfigurableIOManager):
             self._staging = StagingArea(self.staging_dir, self.staging_s3)
         return self._staging
 
+    @property
+    def home(self) -> HyperDatabase:
+        """Where the file lives, and the file Hyper opens in this run (`local_path`)."""
+        if self._home is None:
+            self._home = HyperDatabase(
+                database=self.database, hyper=self.hyper, settings=self.home_settings
+            )
+        return self._home
+
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        check_database_path(self.database)  # before the step's Spark work, not after
+        if isinstance(parse_home(self.database), Path):
+            check_database_path(self.database)  # before the step's Spark work, not after
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.staging.release()
@@ -219,12 +242,13 @@ class HyperIOManager(ConfigurableIOManager):
         log: DagsterLogManager,
     ) -> _Written:
         """Makes `write` in a file of the version its columns need, counts what it left and
-        compacts if that pays, in one lock hold."""
-        with self.hyper.lock(self.database):
+        compacts if that pays, in one lock hold (on an object-store home: one lease,
+        committed as the next generation)."""
+        with self.home.writing() as database:
             needed = needed_version(write.columns)
             make = partial(write_table, write=write, staged=staged)
             with (
-                file_for_write(self.hyper, self.database, needed) as upgraded,
+                file_for_write(self.hyper, database, needed) as upgraded,
                 self._recorded(write, staged, make) as (connection, result),
             ):
                 rows = count_rows(connection, write.table)
@@ -246,8 +270,8 @@ class HyperIOManager(ConfigurableIOManager):
         no record; a crash leaves its record pending, settled by the next writer or
         publisher (`hyper_assets.outbox`).
         """
-        outbox = Outbox(self.database)
-        with self.hyper.open(self.database) as connection:
+        outbox = Outbox(self.home.local_path)
+        with self.hyper.open(self.home.local_path) as connection:
             outbox.settle(connection)
             with outbox.recording(connection, write, staged) as change:
                 made = make(connection)
@@ -266,8 +290,8 @@ class HyperIOManager(ConfigurableIOManager):
             raise ConfigurationError(f"Asset {label} is not partitioned: it has no partitions.")
         spec = self.spec_for(asset.key.path, asset.metadata_by_key.get(asset.key))
         table = spec.table
-        with self.hyper.lock(self.database):
-            with self.hyper.open(self.database, create=False) as connection:
+        with self.home.writing() as database:
+            with self.hyper.open(database, create=False) as connection:
                 columns = self._stored_columns(connection, table, label)
             window = partition_window(
                 asset.partitions_def, partition_keys, spec.partition_expr, columns, spec.label
@@ -291,7 +315,9 @@ class HyperIOManager(ConfigurableIOManager):
         if self.auto_compact is None:
             return None
         try:
-            result = compact_if_wasteful(self.hyper, self.database, deleted_rows, self.auto_compact)
+            result = compact_if_wasteful(
+                self.hyper, self.home.local_path, deleted_rows, self.auto_compact
+            )
         except (DatabaseLockedError, CompactionError) as error:
             log.warning(f"{error} (The write itself is complete.)")
             return None
@@ -326,10 +352,10 @@ class HyperIOManager(ConfigurableIOManager):
 
         Column descriptions come from the asset's own `dagster/column_schema`, if any.
         """
-        path = Path(self.database).absolute()
+        path = self.home.local_path.absolute()
         return {
             "dagster/table_name": f"{path.stem}.{table_label(write.table)}",
-            "dagster/uri": MetadataValue.url(path.as_uri()),
+            "dagster/uri": MetadataValue.url(self.home.uri),
             "dagster/column_schema": _column_schema(write, declared),
             "dagster/storage_kind": "hyper",
             "database": MetadataValue.path(str(path)),
@@ -346,7 +372,10 @@ class HyperIOManager(ConfigurableIOManager):
             session = active_session(label)
             mode = resolve_mode(self.staging_mode, session, self.staging, label)
         path = self.staging.keep("load") / "table.parquet"
-        with self.hyper.connect(self.database, create=False) as connection:
+        with (
+            self.home.reading() as database,
+            self.hyper.connect(database, create=False) as connection,
+        ):
             stored = self._stored_columns(connection, table, context.asset_key.to_user_string())
             columns = _select(stored, wanted, label)
             window = self._window(context, spec, stored)

@@ -28,6 +28,7 @@ from tableauhyperapi import Connection, escape_name
 from hyper_assets._files import fsync_path
 from hyper_assets.compaction import compact_locked, file_version
 from hyper_assets.errors import ConfigurationError
+from hyper_assets.home import HyperDatabase
 from hyper_assets.resource import HyperResource
 from hyper_assets.types import NEWEST_VERSION
 
@@ -46,7 +47,8 @@ class VersionUpgrade:
 def upgrade_database(
     database: str | Path, version: int, *, hyper: HyperResource | None = None
 ) -> VersionUpgrade | None:
-    """Rewrites `database` at format `version`, keeping every table, key and row.
+    """Rewrites `database` (a path or an object-store URI) at format `version`, keeping
+    every table, key and row.
 
     None when the file already has that version or a newer one. Holds the database's lock
     (waiting for writers and publishes, as `compact()` does); any failure leaves the file
@@ -58,10 +60,10 @@ def upgrade_database(
             f"upgrade_database(version={version}): Hyper writes format versions 0 to "
             f"{NEWEST_VERSION}."
         )
-    path = Path(database).absolute()
     resource = hyper or HyperResource()
     try:
-        with resource.lock(path):
+        with HyperDatabase(database=str(database), hyper=resource).writing() as local:
+            path = local.absolute()
             before = _version(resource, path)
             if before >= version:
                 return None

@@ -1,7 +1,8 @@
 """The publish as a Dagster op, and as an asset downstream of the tables it publishes.
 
-Both read the `.hyper` file's path and Hyper settings from the `HyperIOManager` under
-`io_manager_key` and the server from the `TableauServerResource` under `tableau_key`:
+Both reach the `.hyper` file (its home: a path or an object store) and the Hyper settings
+through the `HyperIOManager` under `io_manager_key`, and the server through the
+`TableauServerResource` under `tableau_key`:
 
     published = tableau_datasource_asset(
         datasource="Flights", project="Default", deps=[airlines, flights]
@@ -11,7 +12,6 @@ Both read the `.hyper` file's path and Hyper settings from the `HyperIOManager` 
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -51,19 +51,21 @@ def _publish(
             f"{io_manager_key!r} and a TableauServerResource under {tableau_key!r}; found "
             f"{type(io_manager).__name__} and {type(tableau).__name__}."
         )
-    with tableau.client() as client:
+    with io_manager.home.publishing() as (database, saved), tableau.client() as client:
         publisher = Publisher(
-            io_manager.database,
+            database,
             io_manager.hyper,
             client,
             datasource,
             project,
             max_payload_bytes=max_payload_bytes,
             logger=context.log,  # type: ignore[arg-type]
+            saved=saved,
         )
         result = publisher.publish(full=config.full)
         where = Destination(tableau.server_url, tableau.site, project, datasource)
-    return publish_metadata(result, where, Path(io_manager.database).stat().st_size)
+        size = database.stat().st_size
+    return publish_metadata(result, where, size)
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,10 @@ def _stored_lineage(
 ) -> dg.TableColumnLineage:
     """Lineage from the columns each table has in the file now."""
     columns: dict[dg.AssetKey, tuple[str, Sequence[str]]] = {}
-    with io_manager.hyper.connect(io_manager.database, create=False) as connection:
+    with (
+        io_manager.home.reading() as database,
+        io_manager.hyper.connect(database, create=False) as connection,
+    ):
         catalog = Catalog(connection)
         for key, metadata in tables.items():
             table = io_manager.spec_for(key.path, metadata).table

@@ -153,8 +153,13 @@ class Publisher:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
         logger: logging.Logger | logging.LoggerAdapter[Any] = log,
+        saved: Callable[[], None] = lambda: None,
     ) -> None:
+        """`saved` runs after each step the publish saves beside the file (its plan, a
+        batch's progress, the publish state, the changes cleared): an object-store home
+        commits the file's working copy there (`HyperDatabase.publishing`)."""
         self.database = Path(database).absolute()
+        self._saved = saved
         self.hyper, self.client, self.log = hyper, client, logger
         self.datasource, self.project = datasource, project
         self.max_payload_bytes = max_payload_bytes
@@ -256,6 +261,7 @@ class Publisher:
 
     def _save(self, plan: Plan) -> None:
         write_json(self._plan_dir / "plan.json", plan.to_json())
+        self._saved()
 
     # --- making a plan -------------------------------------------------------------------------
 
@@ -377,6 +383,7 @@ class Publisher:
         with self.hyper.lock(self.database):
             self.outbox.clear([Change.from_json(c) for c in plan.changes])
             shutil.rmtree(self._plan_dir)
+        self._saved()
         return jobs
 
     def _send_full(self, plan: Plan, project_id: str) -> list[Job]:
@@ -394,6 +401,7 @@ class Publisher:
         state = {"target": self._target(), "datasource_id": source.id}
         shape = {"fingerprint": plan.fingerprint, "database_version": plan.database_version}
         write_json(self._state_path, state | shape)
+        self._saved()
         return []
 
     def _send_batches(self, plan: Plan) -> list[Job]:

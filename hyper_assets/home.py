@@ -1,0 +1,247 @@
+"""The extract's home: where the `.hyper` file, its outbox and its publish state live.
+
+`database` is a local path (the default, as it always was), or the URI of an object
+store that every run reaches (`s3://bucket/path/shop.hyper`). In a store, each committed
+state is an immutable generation (`hyper_assets.generations`), writers take turns through
+a lease (`hyper_assets.lease`), and each run works on a local copy of the current
+generation. A URI whose store this library cannot serve is an `UnsupportedHomeError` when
+the IO manager is defined: it is never taken as a relative local path (`s3://b/x.hyper`
+would otherwise become `./s3:/b/x.hyper`, and every row written would die with the
+container).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from dagster import Config, ConfigurableResource
+from obstore.store import ObjectStore, S3Store
+from pydantic import Field
+
+from hyper_assets.errors import UnsupportedHomeError
+from hyper_assets.generations import Generations, Manifest, WorkingCopy, store_errors
+from hyper_assets.lease import Lease
+from hyper_assets.resource import HyperResource
+
+#: `scheme:` at the start of a URI (RFC 3986); one letter would be a Windows drive.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+
+#: The stores served, by the schemes users write (s3a is Hadoop's name for s3).
+SERVED = {"s3": "s3", "s3a": "s3"}
+
+#: Where S3 clients read a custom endpoint (MinIO, moto, LocalStack), in their order.
+_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
+
+
+@dataclass(frozen=True)
+class StoreHome:
+    """An object-store home: `bucket`, and `prefix` under which its objects live (the
+    file's own name is its last part)."""
+
+    uri: str
+    bucket: str
+    prefix: str
+
+    @property
+    def name(self) -> str:
+        return self.prefix.rsplit("/", 1)[-1]
+
+    def connect(self) -> ObjectStore:
+        """The store, configured as the AWS CLI would be: from the environment
+        (endpoint, keys, region) or the machine's role; nothing is sent yet."""
+        endpoint = next((os.environ[v] for v in _ENDPOINT_VARIABLES if os.environ.get(v)), "")
+        with store_errors(self.uri):
+            return S3Store(
+                self.bucket,
+                prefix=self.prefix,
+                client_options={"allow_http": endpoint.startswith("http://")},
+            )
+
+
+def parse_home(database: str) -> Path | StoreHome:
+    """`database` as a local path, or an object-store home; `UnsupportedHomeError` for
+    any other URI. Nothing connects to the store here."""
+    found = _SCHEME.match(database)
+    if not found:
+        return Path(database)
+    scheme = found.group(1).lower()
+    parsed = urlparse(database)
+    prefix = parsed.path.strip("/")
+    if scheme not in SERVED:
+        raise UnsupportedHomeError(
+            f"database={database!r} names a {scheme}:// store, which HyperIOManager cannot "
+            f"keep the file in yet (it serves {', '.join(f'{s}://' for s in SERVED)} and "
+            "local paths); it is not taken as a local path, where every write would die "
+            "with the container. Give an s3:// URI or a path on a disk every run reaches "
+            "('./' before a file name that holds a colon)."
+        )
+    if "@" in parsed.netloc or parsed.query or parsed.fragment:
+        raise UnsupportedHomeError(
+            f"database={database!r}: give credentials and options through the store's "
+            "environment (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...), not in the URI."
+        )
+    if not parsed.netloc or not prefix:
+        raise UnsupportedHomeError(
+            f"database={database!r} needs a bucket and a file name: "
+            f"{scheme}://bucket/path/extract.hyper."
+        )
+    return StoreHome(f"s3://{parsed.netloc}/{prefix}", parsed.netloc, prefix)
+
+
+def relative_to(database: str, root: Path) -> str:
+    """`database` as given relative to `root` (a project's): a path is joined to it, an
+    object-store URI kept."""
+    home = parse_home(database)
+    return home.uri if isinstance(home, StoreHome) else str(root / home)
+
+
+class HomeSettings(Config):
+    """How a run works with an object-store home (ignored for a local path)."""
+
+    working_dir: str | None = Field(
+        default=None,
+        description="Where a run keeps its copy of the home's current generation. "
+        "Default: a directory under the temp directory.",
+    )
+    lease_seconds: float = Field(
+        default=60.0,
+        description="How long a writer's lease lasts without renewal (it renews every "
+        "third of it); a killed writer's lease is taken over after it.",
+    )
+
+
+class HyperDatabase(ConfigurableResource):
+    """One `.hyper` extract's home: a local path, or an object store with a local
+    working copy and a lease, and the Hyper process that opens it."""
+
+    database: str = Field(
+        description="Path of the .hyper file, or its object-store URI "
+        "(s3://bucket/path/shop.hyper, configured from the AWS environment)."
+    )
+    hyper: HyperResource = Field(
+        default_factory=HyperResource, description="The Hyper process settings."
+    )
+    settings: HomeSettings = Field(
+        default_factory=HomeSettings,
+        description="The working copy and the lease of an object-store home.",
+    )
+
+    @property
+    def home(self) -> Path | StoreHome:
+        return parse_home(self.database)
+
+    @property
+    def uri(self) -> str:
+        """The home's URI: the store's, or the local file's (file://)."""
+        home = self.home
+        return home.uri if isinstance(home, StoreHome) else home.absolute().as_uri()
+
+    @property
+    def local_path(self) -> Path:
+        """The file Hyper opens: the database, or this run's copy of the home's."""
+        home = self.home
+        return home if isinstance(home, Path) else self._working(home).database
+
+    def _working(self, home: StoreHome, part: str = "") -> WorkingCopy:
+        if self.settings.working_dir:
+            directory = Path(self.settings.working_dir)
+        else:
+            digest = hashlib.sha256(home.uri.encode()).hexdigest()[:16]
+            directory = Path(tempfile.gettempdir()) / f"hyper-assets-home-{os.getuid()}" / digest
+        directory = directory / part if part else directory
+        directory.mkdir(parents=True, exist_ok=True)
+        return WorkingCopy(directory, home.name)
+
+    @contextmanager
+    def _leased(self, home: StoreHome, working: WorkingCopy) -> Iterator[_Held]:
+        """The home's lease, and `working` brought to the current generation; the caller
+        commits (the lease is released when the block ends)."""
+        store = home.connect()
+        generations = Generations(store, home.uri, home.name)
+        timeout = self.hyper.lock_timeout_seconds
+        with Lease(store, home.uri, self.settings.lease_seconds, timeout) as lease:
+            held = _Held(generations, working, lease, generations.current())
+            generations.download(held.base, working)
+            working.changing()
+            yield held
+
+    @contextmanager
+    def writing(self) -> Iterator[Path]:
+        """The file to write, held for this writer alone; on an object-store home its
+        changes are committed as the next generation when the block ends without error.
+
+        Local: the file's inter-process lock. Store: the lease, the working copy's lock,
+        the copy brought to the current generation, and after the block the upload and
+        the commit (`LeaseLostError`, `HomeConflictError` when refused).
+        """
+        home = self.home
+        if isinstance(home, Path):
+            with self.hyper.lock(home):
+                yield home
+            return
+        working = self._working(home)
+        with self.hyper.lock(working.database), self._leased(home, working) as held:
+            yield working.database
+            held.commit()
+
+    @contextmanager
+    def publishing(self) -> Iterator[tuple[Path, Callable[[], None]]]:
+        """The file to publish, and `save`, which the publish calls after each step it
+        saves (its plan, a batch sent, the changes it cleared).
+
+        Local: the file itself, and `save` does nothing (the publish takes the file's lock
+        where it needs it). Store: the home's lease for the whole publish, so no write
+        runs between its plan and its end; a working copy of its own; and `save` commits
+        the copy as the next generation, so a publish run in any container resumes where
+        the last one stopped and never sends a change twice.
+        """
+        home = self.home
+        if isinstance(home, Path):
+            yield home, lambda: None
+            return
+        working = self._working(home, "publishing")
+        with self._leased(home, working) as held:
+            yield working.database, held.save
+            held.commit()
+
+    @contextmanager
+    def reading(self) -> Iterator[Path]:
+        """The file to read: the database, or the working copy brought to the home's
+        current generation (downloaded only if it holds another)."""
+        home = self.home
+        if isinstance(home, StoreHome):
+            store = home.connect()
+            generations = Generations(store, home.uri, home.name)
+            working = self._working(home)
+            with self.hyper.lock(working.database):
+                generations.download(generations.current(), working)
+        yield self.local_path
+
+
+@dataclass
+class _Held:
+    """A store home held under `lease`, its working copy made from generation `base`."""
+
+    generations: Generations
+    working: WorkingCopy
+    lease: Lease
+    base: Manifest | None
+
+    def commit(self) -> None:
+        """Makes the working copy the next generation (fenced by the lease's renewal)."""
+        self.base = self.generations.commit(
+            self.base, self.working, self.lease.id, fence=self.lease.renew
+        )
+
+    def save(self) -> None:
+        """`commit`, and goes on changing the copy."""
+        self.commit()
+        self.working.changing()

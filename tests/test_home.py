@@ -1,0 +1,532 @@
+"""The extract's home: a local path as always, never a URI taken for a local path, and an
+object-store home of immutable generations and a lease, against moto's S3 server on
+loopback (real HTTP, the conditional writes S3 answers 412 to)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import boto3
+import dagster as dg
+import pyarrow as pa
+import pytest
+from cluster import REPOSITORY, can_unshare, private_mounts
+from dagster import DailyPartitionsDefinition, asset, materialize
+from helpers import query
+
+from hyper_assets import (
+    HyperIOManager,
+    HyperResource,
+    TableauServerResource,
+    UnsupportedHomeError,
+    compact,
+    publish_freshness_check,
+    tableau_datasource_asset,
+)
+from hyper_assets.emulator import Emulator
+from hyper_assets.errors import (
+    DatabaseLockedError,
+    HomeConflictError,
+    HomeStoreError,
+    LeaseLostError,
+)
+from hyper_assets.generations import Generations, WorkingCopy
+from hyper_assets.home import HomeSettings, HyperDatabase, StoreHome, parse_home, relative_to
+from hyper_assets.lease import Lease
+from hyper_assets.outbox import Outbox
+
+
+@pytest.fixture(scope="module")
+def moto_s3() -> Iterator[str]:
+    """moto's S3 server on loopback, reached through the standard AWS environment."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    saved = dict(os.environ)
+    os.environ.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test-secret",
+        AWS_REGION="us-east-1",
+    )
+    yield endpoint
+    os.environ.clear()
+    os.environ.update(saved)
+    server.stop()
+
+
+@pytest.fixture
+def bucket(moto_s3: str) -> str:
+    name = f"home-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto_s3).create_bucket(Bucket=name)
+    return name
+
+
+def store_home(bucket: str) -> StoreHome:
+    home = parse_home(f"s3://{bucket}/extracts/shop.hyper")
+    assert isinstance(home, StoreHome)
+    return home
+
+
+def working_copy(directory: Path, **files: bytes) -> WorkingCopy:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, body in files.items():
+        path = directory / name.replace("__", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+    return WorkingCopy(directory, "shop.hyper")
+
+
+def contents(working: WorkingCopy) -> dict[str, bytes]:
+    return {name: path.read_bytes() for name, path in working.files()}
+
+
+# --- where the file lives --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("uri", ["gs://b/x.hyper", "abfss://c@a.dfs/x.hyper", "sftp://h/x"])
+def test_a_store_the_library_cannot_serve_is_refused_at_definition(uri, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsupportedHomeError, match="cannot keep the file in"):
+        HyperIOManager(database=uri)
+    with pytest.raises(UnsupportedHomeError):
+        relative_to(uri, tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing was taken for a local path
+
+
+@pytest.mark.parametrize(
+    "uri", ["s3://bucket", "s3://bucket/", "s3://key:secret@bucket/x.hyper", "s3://b/x?region=1"]
+)
+def test_an_s3_uri_without_a_file_or_with_credentials_is_refused(uri):
+    with pytest.raises(UnsupportedHomeError):
+        HyperIOManager(database=uri)
+
+
+def test_local_paths_are_kept_as_given_and_s3_uris_are_homes(tmp_path):
+    assert HyperIOManager(database="data/flights.hyper").database == "data/flights.hyper"
+    assert HyperIOManager(database="./a:b.hyper").database == "./a:b.hyper"
+    assert relative_to("data/x.hyper", tmp_path) == str(tmp_path / "data" / "x.hyper")
+    assert relative_to(str(tmp_path / "x.hyper"), Path("/elsewhere")) == str(tmp_path / "x.hyper")
+    expected = StoreHome("s3://b/a/shop.hyper", "b", "a/shop.hyper")
+    assert parse_home("s3a://b/a/shop.hyper") == expected
+    assert relative_to("s3://b/shop.hyper", tmp_path) == "s3://b/shop.hyper"
+
+
+# --- generations -----------------------------------------------------------------------------
+
+
+def test_each_commit_is_the_next_generation_and_a_fresh_copy_downloads_it(bucket, tmp_path):
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    assert generations.current() is None
+    first = working_copy(
+        tmp_path / "a", **{"shop.hyper": b"v1", "shop.hyper.outbox__state.json": b"{}"}
+    )
+    one = generations.commit(None, first, "lease-1")
+    (first.directory / "shop.hyper").write_bytes(b"v2")
+    two = generations.commit(one, first, "lease-2")
+    assert (generations.current(), two.number, two.extract_id) == (two, 2, one.extract_id)
+    reused = {f.path: f.key for f in two.files}
+    assert reused["shop.hyper.outbox/state.json"] == one.files[1].key  # not uploaded again
+    assert reused["shop.hyper"] != one.files[0].key
+
+    fresh = WorkingCopy(tmp_path / "b", "shop.hyper")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "shop.hyper.stale").write_bytes(b"left by a killed write")
+    assert generations.download(two, fresh)
+    assert contents(fresh) == {"shop.hyper": b"v2", "shop.hyper.outbox/state.json": b"{}"}
+    assert not generations.download(two, fresh)  # already that generation: nothing moved
+    fresh.changing()  # a write began and failed: the copy is downloaded again
+    (fresh.directory / "shop.hyper").write_bytes(b"half-written")
+    assert generations.download(two, fresh)
+    assert contents(fresh)["shop.hyper"] == b"v2"
+
+
+def test_a_commit_of_unchanged_files_is_no_new_generation(bucket, tmp_path):
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    copy = working_copy(tmp_path / "a", **{"shop.hyper": b"v1"})
+    one = generations.commit(None, copy, "lease-1")
+    assert generations.commit(one, copy, "lease-1") == one == generations.current()
+
+
+def test_of_two_commits_from_one_generation_the_second_is_refused(bucket, tmp_path):
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    base = generations.commit(None, working_copy(tmp_path / "0", **{"shop.hyper": b"v1"}), "l0")
+    first = generations.commit(base, working_copy(tmp_path / "a", **{"shop.hyper": b"a"}), "la")
+    with pytest.raises(HomeConflictError, match="generation 2"):
+        generations.commit(base, working_copy(tmp_path / "b", **{"shop.hyper": b"b"}), "lb")
+    assert generations.current() == first
+    fresh = WorkingCopy(tmp_path / "c", "shop.hyper")
+    (tmp_path / "c").mkdir()
+    generations.download(generations.current(), fresh)
+    assert contents(fresh) == {"shop.hyper": b"a"}
+
+
+# --- the lease -------------------------------------------------------------------------------
+
+
+def test_writers_take_turns_and_a_released_lease_is_taken_at_once(bucket):
+    store = store_home(bucket).connect()
+    waiter = Lease(store, "home", seconds=30, timeout_seconds=0.5)
+    with (
+        Lease(store, "home", seconds=30, timeout_seconds=5),
+        pytest.raises(DatabaseLockedError, match="is leased by"),
+    ):
+        waiter.acquire()
+    started = time.monotonic()
+    with Lease(store, "home", seconds=30, timeout_seconds=5):
+        assert time.monotonic() - started < 5
+
+
+def test_a_held_lease_is_renewed_and_a_killed_holders_lease_expires(bucket):
+    store = store_home(bucket).connect()
+    waiter = Lease(store, "home", seconds=1.5, timeout_seconds=3)
+    with (
+        Lease(store, "home", seconds=1.5, timeout_seconds=5),
+        pytest.raises(DatabaseLockedError),  # renewed: 3 s is twice its seconds
+    ):
+        waiter.acquire()
+    stalled = Lease(store, "home", seconds=1, timeout_seconds=5)
+    stalled.acquire()  # no heartbeat: as a killed or stalled writer
+    started = time.monotonic()
+    taker = Lease(store, "home", seconds=1, timeout_seconds=5)
+    taker.acquire()
+    assert time.monotonic() - started >= 1
+    with pytest.raises(LeaseLostError, match="expired"):
+        stalled.renew()
+    stalled.release()  # not its own any more: leaves the taker's lease alone
+    taker.renew()
+
+
+def test_a_writer_whose_lease_expired_cannot_commit(bucket, tmp_path):
+    """The stalled writer's commit renews its lease first (the fence): refused, and the
+    generation the next writer committed is current."""
+    home = store_home(bucket)
+    store = home.connect()
+    generations = Generations(store, home.uri, home.name)
+    base = generations.commit(None, working_copy(tmp_path / "0", **{"shop.hyper": b"v1"}), "l0")
+    stalled = Lease(store, home.uri, seconds=1, timeout_seconds=5)
+    stalled.acquire()
+    taker = Lease(store, home.uri, seconds=1, timeout_seconds=5)
+    taker.acquire()
+    theirs = generations.commit(
+        base, working_copy(tmp_path / "b", **{"shop.hyper": b"b"}), taker.id, fence=taker.renew
+    )
+    mine = working_copy(tmp_path / "a", **{"shop.hyper": b"a"})
+    with pytest.raises(LeaseLostError):
+        generations.commit(base, mine, stalled.id, fence=stalled.renew)
+    with pytest.raises(HomeConflictError):  # without the fence, the manifest refuses it
+        generations.commit(base, mine, stalled.id)
+    assert generations.current() == theirs
+    assert theirs.lease_id == taker.id
+
+
+# --- the IO manager on an object-store home --------------------------------------------------
+
+DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
+
+
+@asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+def sales(context) -> pa.Table:
+    day = date.fromisoformat(context.partition_key)
+    return pa.table({"day": [day] * 3, "id": pa.array([1, 2, 3], pa.int64())})
+
+
+@asset
+def per_day(sales: pa.Table) -> pa.Table:
+    return sales.group_by("day").aggregate([("id", "count")]).sort_by("day")
+
+
+def test_runs_that_share_only_the_store_write_and_read_one_extract(bucket, tmp_path, hyper):
+    """Each run gets a fresh working copy, as a fresh container would: the second run's
+    rows join the first's, and a downstream asset loads both."""
+    uri = f"s3://{bucket}/extracts/shop.hyper"
+
+    def run(name: str, partition: str | None, *assets) -> None:
+        io_manager = HyperIOManager(
+            database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / name))
+        )
+        result = materialize(
+            [sales, per_day], selection=list(assets), partition_key=partition,
+            resources={"io_manager": io_manager},
+        )  # fmt: skip
+        assert result.success
+
+    run("first", "2024-01-01", sales)
+    tracker = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(tmp_path / "t")))
+    with tracker.writing() as database:  # as a first publish does: later writes are recorded
+        Outbox(database).start_tracking()
+    run("second", "2024-01-02", sales)
+    run("third", None, per_day)
+    reader = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(tmp_path / "r")))
+    with reader.reading() as database:
+        per_day_rows = 'SELECT CAST(day AS TEXT), id_count FROM "Extract"."per_day" ORDER BY 1'
+        assert query(hyper, database, per_day_rows) == [["2024-01-01", 3], ["2024-01-02", 3]]
+        assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract"."sales"') == [[6]]
+        # The outbox travelled with the file: both later writes wait for the next publish.
+        changes = Outbox(database).changes()
+        assert [(c.table.name.unescaped, c.kind.value) for c in changes] == [
+            ("sales", "partition"),
+            ("per_day", "replace"),
+        ]
+    assert generation(uri) == 4
+    assert not (tmp_path / "s3:").exists() and not list(Path.cwd().glob("s3:*"))
+
+
+def test_a_store_that_fails_is_a_named_error_and_nothing_is_written(moto_s3, tmp_path):
+    io_manager = HyperIOManager(
+        database="s3://no-such-bucket/extracts/shop.hyper",
+        home_settings=HomeSettings(working_dir=str(tmp_path / "copy")),
+    )
+    with pytest.raises(HomeStoreError, match=r"s3://no-such-bucket/extracts/shop.hyper failed"):
+        materialize([sales], partition_key="2024-01-01", resources={"io_manager": io_manager})
+    assert [p.name for p in (tmp_path / "copy").iterdir()] == ["shop.hyper.lock"]
+
+
+def test_compact_rewrites_the_current_generation_of_a_store_home(bucket, tmp_path, hyper):
+    uri = f"s3://{bucket}/extracts/shop.hyper"
+    writer = HyperIOManager(database=uri, home_settings=HomeSettings(working_dir=str(tmp_path)))
+    for day in ("2024-01-01", "2024-01-02"):
+        assert materialize([sales], partition_key=day, resources={"io_manager": writer}).success
+    result = compact(HyperResource(), uri)  # a working copy of its own, downloaded cold
+    assert result.before_bytes > 0 and generation(uri) == 3
+    counts = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
+    assert rows(hyper, uri, tmp_path / "read", counts) == [["2024-01-01", 3], ["2024-01-02", 3]]
+    assert not list(Path.cwd().glob("s3:*"))
+
+
+def test_publish_and_checks_follow_the_home(bucket, tmp_path, hyper):
+    """Writes, checks and publishes run as separate containers would (each with a fresh
+    working copy) against one s3:// home: the second publish sends only the second day,
+    the third sends nothing, and the server's copy equals the file."""
+    uri = f"s3://{bucket}/extracts/shop.hyper"
+    published = tableau_datasource_asset(datasource="Shop", project="Default", deps=[sales])
+    fresh = publish_freshness_check(published, max_lag_minutes=0)
+    data_dir = tmp_path / "server"
+    data_dir.mkdir()
+    with Emulator(data_dir, tokens={"ci": "secret"}, hyper=hyper) as emulator:
+        tableau = TableauServerResource(
+            server_url=emulator.url, token_name="ci", token_secret="secret"
+        )
+
+        def run(name: str, selection, partition: str | None = None) -> dg.ExecuteInProcessResult:
+            io_manager = HyperIOManager(
+                database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / name))
+            )
+            return materialize(
+                [sales, published, fresh], selection=selection, partition_key=partition,
+                resources={"io_manager": io_manager, "tableau": tableau},
+            )  # fmt: skip
+
+        def published_as(result: dg.ExecuteInProcessResult) -> tuple[str, int]:
+            (event,) = result.asset_materializations_for_node(published.op.name)
+            return event.metadata["publish"].value, event.metadata["rows_sent"].value
+
+        assert run("write-1", dg.AssetSelection.assets(sales), "2024-01-01").success
+        assert published_as(run("publish-1", dg.AssetSelection.assets(published))) == ("full", 3)
+        assert run("write-2", dg.AssetSelection.assets(sales), "2024-01-02").success
+        (waiting,) = run("check", dg.AssetSelection.checks(fresh)).get_asset_check_evaluations()
+        assert not waiting.passed and waiting.metadata["unpublished_changes"].value == 1
+        assert published_as(run("publish-2", dg.AssetSelection.assets(published))) == (
+            "update",
+            3,
+        )
+        assert published_as(run("publish-3", dg.AssetSelection.assets(published))) == ("none", 0)
+        counts = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
+        assert query(hyper, emulator.data_dir / "Shop.hyper", counts) == [
+            ["2024-01-01", 3],
+            ["2024-01-02", 3],
+        ]
+        assert rows(hyper, uri, tmp_path / "read", counts) == [["2024-01-01", 3], ["2024-01-02", 3]]
+
+
+# --- steps that share no disk ----------------------------------------------------------------
+# Each step runs in its own private mount namespace (its own empty /tmp, so its own cold
+# working copy and hyperd), sharing only moto's S3 server on loopback. Each test reads the
+# rows back from the home (a fresh working copy in this process): every committed step's
+# rows are there, no refused or killed step's.
+
+JOB = Path(__file__).with_name("home_job.py")
+LEASE_SECONDS = 3.0
+
+
+@pytest.fixture(scope="module")
+def namespaces() -> None:
+    if not can_unshare():
+        pytest.skip("a private mount namespace needs root (unshare -m); CI runs as root")
+
+
+class Step:
+    """One Dagster step in a mount namespace of its own."""
+
+    def __init__(self, uri: str, *args: str, pause: str | None = None, tableau: str = "") -> None:
+        env = {
+            **os.environ,
+            "HOME_TEST_TABLEAU": tableau,
+            "PYTHONPATH": str(REPOSITORY),
+            "HOME_TEST_URI": uri,
+            "HOME_TEST_LEASE": str(LEASE_SECONDS),
+            "HOME_TEST_PAUSE": pause or "",
+        }
+        command = private_mounts([sys.executable, str(JOB), *args], [], shared=[REPOSITORY])
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115  (shown when the step ends early)
+        self.process = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.log, text=True, start_new_session=True,
+        )  # fmt: skip
+
+    def wait_for(self, word: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                self.log.seek(0)
+                tail = self.log.read()[-3000:]
+                raise AssertionError(f"the step ended before printing {word}:\n{tail}")
+            if line.startswith(word):
+                return line[len(word) :].strip()
+        raise AssertionError(f"no {word} after {timeout:g} s")
+
+    def result(self) -> dict[str, Any]:
+        outcome = json.loads(self.wait_for("RESULT "))
+        self.process.wait(60)
+        return outcome
+
+    def signal(self, number: int) -> None:
+        os.killpg(self.process.pid, number)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.process.wait(60)
+
+
+def run(home_uri: str, *args: str, tableau: str = "") -> dict[str, Any]:
+    return Step(home_uri, *args, tableau=tableau).result()
+
+
+@pytest.fixture
+def home_uri(bucket: str, namespaces: None) -> str:
+    return f"s3://{bucket}/team/shop.hyper"
+
+
+def rows(hyper, uri: str, scratch: Path, sql: str) -> list[list[Any]]:
+    reader = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(scratch)))
+    with reader.reading() as database:
+        return query(hyper, database, sql)
+
+
+LABELS = 'SELECT CAST(day AS TEXT), label, COUNT(*) FROM "Extract"."sales" GROUP BY 1, 2 ORDER BY 1'
+
+
+def generation(uri: str) -> int:
+    home = HyperDatabase(database=uri).home
+    current = Generations(home.connect(), home.uri, home.name).current()
+    return current.number if current else 0
+
+
+@pytest.mark.slow
+def test_runs_one_after_another_each_cold(hyper, home_uri, tmp_path):
+    assert run(home_uri, "write", "2024-01-01", "first") == {"success": True, "error": None}
+    assert run(home_uri, "write", "2024-01-02", "second")["success"]
+    assert run(home_uri, "summary")["success"]  # loads both days in a third namespace
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+        ["2024-01-01", "first", 1000],
+        ["2024-01-02", "second", 1000],
+    ]
+    per_day = 'SELECT CAST(day AS TEXT), id_count FROM "Extract"."per_day" ORDER BY 1'
+    assert rows(hyper, home_uri, tmp_path / "read", per_day) == [
+        ["2024-01-01", 1000],
+        ["2024-01-02", 1000],
+    ]
+    assert generation(home_uri) == 3
+
+
+@pytest.mark.slow
+def test_two_writers_at_once_both_commit(hyper, home_uri, tmp_path):
+    steps = [Step(home_uri, "write", f"2024-01-0{d}", f"writer{d}") for d in (1, 2)]
+    assert [s.result()["success"] for s in steps] == [True, True]
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+        ["2024-01-01", "writer1", 1000],
+        ["2024-01-02", "writer2", 1000],
+    ]
+    assert generation(home_uri) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("during", ["generations/", "manifest/"], ids=["upload", "commit"])
+def test_a_step_killed_during_upload_or_commit_leaves_the_previous_generation(
+    hyper, home_uri, tmp_path, during
+):
+    assert run(home_uri, "write", "2024-01-01", "kept")["success"]
+    killed = Step(home_uri, "write", "2024-01-02", "killed", pause=during)
+    killed.wait_for("PAUSED ")
+    killed.kill()
+    assert generation(home_uri) == 1
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-01", "kept", 1000]]
+    # The next step takes over the dead step's lease once it expired, and commits.
+    assert run(home_uri, "write", "2024-01-03", "next")["success"]
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+        ["2024-01-01", "kept", 1000],
+        ["2024-01-03", "next", 1000],
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("during", "refusal"),
+    [("generations/", "LeaseLostError"), ("manifest/", "HomeConflictError")],
+    ids=["before-the-fence", "after-the-fence"],
+)
+def test_a_stalled_writer_whose_lease_expired_cannot_commit(
+    hyper, home_uri, tmp_path, during, refusal
+):
+    """SIGSTOP stalls the whole step (its lease heartbeat too) past its lease; another
+    step commits meanwhile; the stalled one, resumed, is refused and changes nothing."""
+    stalled = Step(home_uri, "write", "2024-01-01", "stalled", pause=during)
+    stalled.wait_for("PAUSED ")
+    stalled.signal(signal.SIGSTOP)
+    try:
+        assert run(home_uri, "write", "2024-01-02", "other")["success"]
+    finally:
+        stalled.signal(signal.SIGCONT)
+    stalled.process.stdin.write("go\n")
+    stalled.process.stdin.flush()
+    outcome = stalled.result()
+    assert not outcome["success"] and outcome["error"].startswith(refusal), outcome
+    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-02", "other", 1000]]
+    assert generation(home_uri) == 1
+
+
+@pytest.mark.slow
+def test_a_publish_from_another_namespace_sends_only_what_changed(hyper, home_uri, tmp_path):
+    """The server's copy is the emulator's (this process's disk); each write and publish
+    runs in a namespace of its own, so the publish state reaches it only through S3."""
+    (tmp_path / "server").mkdir()
+    with Emulator(tmp_path / "server", tokens={"ci": "secret"}, hyper=hyper) as emulator:
+        assert run(home_uri, "write", "2024-01-01", "first")["success"]
+        first = run(home_uri, "publish", tableau=emulator.url)
+        assert (first["publish"], first["rows_sent"]) == ("full", 1000), first
+        assert run(home_uri, "write", "2024-01-02", "second")["success"]
+        second = run(home_uri, "publish", tableau=emulator.url)
+        assert (second["publish"], second["rows_sent"]) == ("update", 1000), second
+        third = run(home_uri, "publish", tableau=emulator.url)
+        assert (third["publish"], third["rows_sent"]) == ("none", 0), third
+        remote = query(hyper, emulator.data_dir / "Shop.hyper", LABELS)
+    assert remote == rows(hyper, home_uri, tmp_path / "read", LABELS)
+    assert remote == [["2024-01-01", "first", 1000], ["2024-01-02", "second", 1000]]
