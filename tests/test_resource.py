@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-import tempfile
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,35 +31,50 @@ def test_logs_go_to_log_dir_and_parameters_pass_through(tmp_path: Path, monkeypa
     assert resource.shared._process is None
 
 
-def _hyperd_flags(marker: str) -> dict[str, str]:
-    """The `--name=value` flags of this process's hyperd whose command line has `marker`."""
-    import psutil
+DEFAULT_LOGS = """
+import json, sys, tempfile
+from pathlib import Path
 
-    (hyperd,) = [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "hyperd" in p.name() and any(marker in a for a in p.cmdline())
-    ]
-    return dict(a[2:].split("=", 1) for a in hyperd.cmdline() if a.startswith("--") and "=" in a)
+import psutil
+
+from hyper_assets import HyperResource
+
+temp = Path(tempfile.gettempdir())
+resource = HyperResource()
+try:
+    with resource.connect(Path("a.hyper")):
+        (logs,) = temp.glob("hyper-assets-logs-*")  # this hyperd's own directory
+        (hyperd,) = [p for p in psutil.Process().children(recursive=True) if "hyperd" in p.name()]
+        args = [a[2:] for a in hyperd.cmdline() if a.startswith("--") and "=" in a]
+        flags = dict(a.split("=", 1) for a in args)
+        written = [p.name for p in logs.glob("hyperd*.log")]
+finally:
+    resource.close()
+json.dump({"logs": str(logs), "flags": flags, "written": written}, sys.stdout)
+"""
 
 
-def test_default_logs_are_bounded_and_removed_at_close(tmp_path: Path, monkeypatch):
+def test_default_logs_are_bounded_and_removed_at_close(tmp_path: Path):
+    # In a fresh interpreter, with its own temp directory: a default hyperd is shared by a
+    # process, so one another test left open would be found here instead.
     temp = tmp_path / "temp"
     temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    monkeypatch.chdir(tmp_path)
-    resource = HyperResource()
-    try:
-        with resource.connect(tmp_path / "a.hyper"):
-            (logs,) = temp.glob("hyper-assets-logs-*")  # this hyperd's own directory
-            flags = _hyperd_flags(str(logs))
-        assert flags["log-dir"] == str(logs)
-        assert (flags["log-file-max-count"], flags["log-file-size-limit"]) == ("2", "10M")
-        assert any(logs.glob("hyperd*.log"))
-        assert not list(tmp_path.glob("hyperd*.log"))  # never the working directory
-    finally:
-        resource.close()
-    assert not logs.exists()
+    done = subprocess.run(
+        [sys.executable, "-c", DEFAULT_LOGS],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(temp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    flags = seen["flags"]
+    assert flags["log-dir"] == seen["logs"]
+    assert (flags["log-file-max-count"], flags["log-file-size-limit"]) == ("2", "10M")
+    assert seen["written"]
+    assert not list(tmp_path.glob("hyperd*.log"))  # never the working directory
+    assert not Path(seen["logs"]).exists()
     assert list(temp.iterdir()) == []
 
 
