@@ -1,8 +1,9 @@
 """`HyperIOManager`: Dagster assets as tables of one star-schema `.hyper` file.
 
 Per frame type only staging and loading differ (Spark: Parquet parts written by the
-executors, or rows streamed through Spark Connect, `hyper_assets.transfer`; Arrow: one
-Parquet file); the Hyper side is the ingest engine's.
+executors, or rows streamed through Spark Connect, `hyper_assets.transfer`; any frame
+exporting an Arrow stream: one Parquet file, `hyper_assets.frames`); the Hyper side is the
+ingest engine's.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from dagster import (
     AssetsDefinition,
     ConfigurableIOManager,
@@ -42,6 +41,7 @@ from hyper_assets.errors import (
     DatabaseLockedError,
     TableNotFoundError,
 )
+from hyper_assets.frames import arrow_stream, python_loader
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_counts, partition_window
@@ -147,14 +147,16 @@ class HyperIOManager(ConfigurableIOManager):
         spec = self.spec_for(context.asset_key.path, context.definition_metadata)
         table, label = spec.table, spec.label
         version = self.hyper.default_database_version
+        stream = None if isinstance(obj, SparkDataFrame) else arrow_stream(obj)
         if isinstance(obj, SparkDataFrame):
             columns = columns_from_spark(obj.schema, label, version)
-        elif isinstance(obj, pa.Table):
-            columns = columns_from_arrow(obj.schema, label, version)
+        elif stream is not None:
+            columns = columns_from_arrow(stream.schema, label, version)
         else:
             raise ConfigurationError(
                 f"Asset {label} returned a {type(obj).__name__}; HyperIOManager stores "
-                "pyspark.sql.DataFrame and pyarrow.Table."
+                "pyspark.sql.DataFrame and any frame that exports an Arrow stream "
+                "(pyarrow, pandas 2.2+, polars, DuckDB results)."
             )
         write = Write(
             table,
@@ -173,7 +175,7 @@ class HyperIOManager(ConfigurableIOManager):
                     arrows = is_arrow_stream(staged.files[0])
                     transfer["staged_format"] = "arrow stream" if arrows else "parquet"
             else:
-                staged = stage_arrow(obj, directory, self.staging_compression)
+                staged = stage_arrow(stream, directory, self.staging_compression)
                 transfer = {}
             loading = time.perf_counter()
             written = self._write(
@@ -316,8 +318,8 @@ class HyperIOManager(ConfigurableIOManager):
         spec = self.spec_for(context.asset_key.path, upstream and upstream.definition_metadata)
         table, label = spec.table, spec.label
         wanted = input_columns(context.definition_metadata, label)
-        as_arrow = context.dagster_type.typing_type is pa.Table
-        if not as_arrow:  # before the export: a session that cannot load it fails first
+        load_python = python_loader(context.dagster_type.typing_type)
+        if load_python is None:  # before the export: a session that cannot load it fails first
             session = active_session(label)
             mode = resolve_mode(self.staging_mode, session, self.staging, label)
         path = self.staging.keep("load") / "table.parquet"
@@ -330,8 +332,8 @@ class HyperIOManager(ConfigurableIOManager):
             connection.execute_command(
                 f"COPY ({query}) TO {escape_string_literal(str(path))} WITH (FORMAT => 'parquet')"
             )
-        if as_arrow:
-            return pq.read_table(path)
+        if load_python is not None:
+            return load_python(path)
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 
 
