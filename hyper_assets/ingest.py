@@ -11,6 +11,11 @@ DML; and a failed statement aborts the transaction):
 - `append`: INSERT.
 - `upsert`: DELETE the rows whose key arrives + INSERT, in one transaction.
 
+Appends, upserts and partition writes keep the table's columns, unless the write may add
+new ones (`schema_evolution="add_columns"`): ALTER TABLE ... ADD COLUMN first. Hyper's
+ROLLBACK does not undo ADD COLUMN (measured: the column stays), so a write that fails
+after it drops the columns it added before the connection closes.
+
 The caller closes the connection afterwards: only then is the change durable.
 """
 
@@ -44,6 +49,7 @@ from hyper_assets.staging import Staged, is_arrow_stream, stream_schema
 from hyper_assets.tables import (
     Catalog,
     Keys,
+    add_columns_sql,
     create_table_sql,
     require_same_schema,
     schema_differences,
@@ -63,6 +69,7 @@ class Write:
     mode: WriteMode = WriteMode.REPLACE
     keys: Keys = field(default_factory=Keys)
     window: Window | None = None
+    add_columns: bool = False  # new columns of an append/upsert/partition write are added
 
     @property
     def where(self) -> str | None:
@@ -235,19 +242,39 @@ def _write(
         )
         if not same or catalog.keys_conflict(table, write.keys):
             return _swap(connection, catalog, write, staged)
+        added = []
     else:
-        require_same_schema(table, stored, write.columns)
-    catalog.add_missing_keys(table, write.keys)
-    with transaction(connection):
-        deleted = 0
-        if write.mode == WriteMode.REPLACE:
-            deleted = count_rows(connection, table)
-            connection.execute_command(f"TRUNCATE TABLE {table}")
-        elif write.mode == WriteMode.PARTITION:
-            deleted = connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
-        elif write.mode == WriteMode.UPSERT and staged.files:
-            deleted = _delete_upserted(connection, write, staged.files)
-        return _insert(connection, write, table, staged), deleted
+        added = _columns_to_add(stored, write)
+    try:
+        for statement in add_columns_sql(table, added):
+            connection.execute_command(statement)
+        catalog.add_missing_keys(table, write.keys)
+        with transaction(connection):
+            deleted = 0
+            if write.mode == WriteMode.REPLACE:
+                deleted = count_rows(connection, table)
+                connection.execute_command(f"TRUNCATE TABLE {table}")
+            elif write.mode == WriteMode.PARTITION:
+                deleted = connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
+            elif write.mode == WriteMode.UPSERT and staged.files:
+                deleted = _delete_upserted(connection, write, staged.files)
+            return _insert(connection, write, table, staged), deleted
+    except BaseException:
+        for column in added:  # ROLLBACK leaves them; a crashed hyperd keeps the last close
+            with suppress(HyperException):
+                connection.execute_command(
+                    f"ALTER TABLE {table} DROP COLUMN {escape_name(column.name)}"
+                )
+        raise
+
+
+def _columns_to_add(stored: list[Column], write: Write) -> list[Column]:
+    """The write's columns the table lacks, when it may add them; any other difference
+    from the stored columns is a `SchemaMismatchError` naming it."""
+    names = {c.name for c in stored}
+    added = [c for c in write.columns if c.name not in names] if write.add_columns else []
+    require_same_schema(write.table, stored, [c for c in write.columns if c not in added])
+    return added
 
 
 def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]) -> int:

@@ -73,8 +73,9 @@ class HyperIOManager(ConfigurableIOManager):
     """Stores each asset as table `"schema"."table"` of one `.hyper` file.
 
     Asset metadata steers the write: `partition_expr` (partitioned assets),
-    `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`, and `schema` /
-    `table` to override the names taken from the asset key.
+    `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`,
+    `schema_evolution="add_columns"`, and `schema` / `table` to override the names taken
+    from the asset key.
     """
 
     database: str = Field(description="Path of the .hyper file every asset is a table of.")
@@ -164,6 +165,7 @@ class HyperIOManager(ConfigurableIOManager):
             spec.write_mode(context.has_asset_partitions),
             spec.keys,
             self._window(context, spec, columns),
+            add_columns=spec.add_columns,
         )
         started = time.perf_counter()
         with self.staging.directory("write") as directory:

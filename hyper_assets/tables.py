@@ -85,14 +85,25 @@ def create_table_sql(table: TableName, columns: list[Column], keys: Keys) -> lis
     if keys.primary_key:
         parts.append(f"ASSUMED PRIMARY KEY ({_columns_sql(keys.primary_key)})")
     parts.extend(_fk_sql(fk) for fk in keys.foreign_keys)
-    statements = [f"CREATE TABLE {table} ({', '.join(parts)})"]
-    statements.extend(
+    return [f"CREATE TABLE {table} ({', '.join(parts)})", *_comments_sql(table, columns)]
+
+
+def add_columns_sql(table: TableName, columns: list[Column]) -> list[str]:
+    """ALTER TABLE ... ADD COLUMN, nullable whatever the rows say (the existing rows get
+    NULL), then the comments that record Spark types."""
+    return [
+        *(f"ALTER TABLE {table} ADD COLUMN {escape_name(c.name)} {c.sql}" for c in columns),
+        *_comments_sql(table, columns),
+    ]
+
+
+def _comments_sql(table: TableName, columns: list[Column]) -> list[str]:
+    return [
         f"COMMENT ON COLUMN {table}.{escape_name(c.name)} IS "
         + escape_string_literal(SPARK_TYPE_COMMENT + c.spark_type)
         for c in columns
         if c.spark_type
-    )
-    return statements
+    ]
 
 
 class Catalog:
@@ -259,9 +270,17 @@ def _shown(column: Column) -> str:
 def require_same_schema(table: TableName, stored: list[Column], new: list[Column]) -> None:
     diffs = schema_differences(stored, new)
     if diffs:
+        names = {c.name for c in stored}
+        adding = any(c.name not in names for c in new)
         raise SchemaMismatchError(
             f"The rows for {table_label(table)} do not match the stored table: "
             + "; ".join(diffs)
             + ". Appends, upserts and partition writes keep the table's columns: change "
             "the asset to produce them, or run an unpartitioned full refresh to change them."
+            + (
+                " To add the new columns (NULL in the stored rows) instead, set the asset's "
+                'metadata schema_evolution="add_columns".'
+                if adding
+                else ""
+            )
         )

@@ -60,6 +60,7 @@ class World:
     appended: list[tuple[int, str]] = field(default_factory=list)
     upserted: list[tuple[int, int]] = field(default_factory=list)
     rows_per_day: int = 5
+    event_notes: bool = False  # events gains a column `note` (schema_evolution)
 
 
 def sales_rows(day: date, seed: int, count: int) -> pa.Table:
@@ -96,10 +97,13 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
             [sales_rows(start + timedelta(d), world.seed, count) for d in range(days)]
         )
 
-    @dg.asset(metadata={"write_mode": "append"})
+    @dg.asset(metadata={"write_mode": "append", "schema_evolution": "add_columns"})
     def events() -> pa.Table:
         ids, labels = zip(*world.appended, strict=True) if world.appended else ((), ())
-        return pa.table({"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.string())})
+        rows = {"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.string())}
+        if world.event_notes:
+            rows["note"] = pa.array([f"{label}!" for label in labels], pa.string())
+        return pa.table(rows)
 
     @dg.asset(metadata={"write_mode": "upsert", "primary_key": ["id", "site"]})
     def stock() -> pa.Table:
@@ -396,6 +400,25 @@ def test_a_column_made_nullable_is_published_whole(setup: Setup) -> None:
         "table Extract.products changed its columns, nullability or keys",
     )
     setup.assert_equal()
+    assert setup.publish()["publish"] == "none"
+
+
+def test_a_column_added_to_an_append_table_is_published_whole(setup: Setup) -> None:
+    """Action batches cannot add a column: the publish after one sends the file, and says why."""
+    setup.world.appended = [(1, "a")]
+    setup.write("events")
+    assert setup.publish()["publish"] == "full"
+    setup.world.appended, setup.world.event_notes = [(2, "b")], True
+    setup.write("events")
+    again = setup.publish()
+    assert (again["publish"], again["reason"]) == (
+        "full",
+        "table Extract.events gained column(s) note, and action batches cannot change a "
+        "table's shape",
+    )
+    setup.assert_equal()
+    remote = setup.files.read(setup.remote())["Extract.events"]
+    assert sorted(remote) == [(1, "a", None), (2, "b", "b!")]
     assert setup.publish()["publish"] == "none"
 
 
