@@ -13,6 +13,7 @@ HyperAssetsError
 ├── UnsupportedTypeError            a column type a .hyper table cannot store
 ├── SchemaMismatchError             rows that do not fit the stored table
 ├── NullInNotNullColumnError
+├── InvalidGeographyError           a geography value that is not well-known text
 ├── TableNotFoundError
 ├── DatabaseLockedError             the file held by another program too long
 ├── IngestError                     staged rows not loaded (or not all arrived)
@@ -58,6 +59,10 @@ class SchemaMismatchError(HyperAssetsError):
 
 class NullInNotNullColumnError(HyperAssetsError):
     """A NULL arrived for a column declared NOT NULL."""
+
+
+class InvalidGeographyError(HyperAssetsError):
+    """A value of a geography column that Hyper cannot read as well-known text."""
 
 
 class DatabaseLockedError(HyperAssetsError):

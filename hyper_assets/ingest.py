@@ -39,10 +39,12 @@ from hyper_assets._sql import count_rows, transaction
 from hyper_assets.errors import (
     ConfigurationError,
     IngestError,
+    InvalidGeographyError,
     NullInNotNullColumnError,
     SchemaMismatchError,
     UnsupportedTypeError,
 )
+from hyper_assets.geography import as_text, invalid_value, is_geography
 from hyper_assets.partitions import Window
 from hyper_assets.spec import WriteMode
 from hyper_assets.staging import Staged, is_arrow_stream, stream_schema
@@ -153,6 +155,8 @@ def _explain(
     label, text = table_label(write.table), str(error)
     if "non-NULL value required" in text:
         return _null_error(connection, write, files)
+    if "invalid geography" in text:
+        return _geography_error(connection, write, files) or IngestError(text.strip())
     if "128-bit numerics" in text or "32-bit floating" in text.lower():
         return UnsupportedTypeError(
             f"{label}: the existing .hyper file has an older format version than these "
@@ -185,6 +189,30 @@ def _null_error(
         "nothing was written. Fill or filter the NULLs, or make the column nullable with "
         "an unpartitioned full refresh."
     )
+
+
+def _geography_error(
+    connection: Connection, write: Write, files: Sequence[Path]
+) -> InvalidGeographyError | None:
+    """Names the column, the value and a row holding it, of a value that is not WKT."""
+    columns = as_text(write.columns)
+    source = source_sql(files, columns)
+    for column in filter(is_geography, write.columns):
+        ref = escape_name(column.name)
+        found = invalid_value(connection, f"SELECT {ref} FROM {source}")
+        if found:
+            value, said = found
+            (row,) = connection.execute_list_query(
+                f"SELECT * FROM {source} WHERE {ref} = {escape_string_literal(value)} LIMIT 1"
+            )
+            shown = ", ".join(f"{c.name}={v!r}" for c, v in zip(columns, row, strict=True))
+            return InvalidGeographyError(
+                f"Column {column.name!r} of {table_label(write.table)} holds {value!r}, which "
+                f"is not geography as well-known text ({said}), in the row ({shown}); nothing "
+                "was written. Give WKT such as 'POINT(-73.78 40.64)' (longitude first, "
+                "latitude within +/-90), or NULL."
+            )
+    return None
 
 
 def _check_keys(write: Write) -> None:

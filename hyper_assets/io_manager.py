@@ -42,6 +42,7 @@ from hyper_assets.errors import (
     TableNotFoundError,
 )
 from hyper_assets.frames import arrow_stream, python_loader
+from hyper_assets.geography import as_geography
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import Window, partition_counts, partition_window
@@ -74,8 +75,8 @@ class HyperIOManager(ConfigurableIOManager):
 
     Asset metadata steers the write: `partition_expr` (partitioned assets),
     `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`,
-    `schema_evolution="add_columns"`, and `schema` / `table` to override the names taken
-    from the asset key.
+    `schema_evolution="add_columns"`, `geography_columns`, and `schema` / `table` to
+    override the names taken from the asset key.
     """
 
     database: str = Field(description="Path of the .hyper file every asset is a table of.")
@@ -159,6 +160,7 @@ class HyperIOManager(ConfigurableIOManager):
                 "pyspark.sql.DataFrame and any frame that exports an Arrow stream "
                 "(pyarrow, pandas 2.2+, polars, DuckDB results)."
             )
+        columns = as_geography(columns, spec.geography, label)
         write = Write(
             table,
             columns,

@@ -14,6 +14,7 @@ from typing import Any
 from tableauhyperapi import TableName
 
 from hyper_assets.errors import ConfigurationError
+from hyper_assets.geography import parse_geography_columns
 from hyper_assets.tables import Keys, parse_foreign_keys, table_label
 
 
@@ -41,6 +42,7 @@ class TableSpec:
     declared_mode: WriteMode | None = None
     partition_expr: PartitionExpr | None = None
     add_columns: bool = False  # metadata schema_evolution="add_columns"
+    geography: tuple[str, ...] = ()  # metadata geography_columns: WKT stored as GEOGRAPHY
 
     @property
     def label(self) -> str:
@@ -59,8 +61,8 @@ class TableSpec:
         """`[..., schema, table]` -> "schema"."table"; one part -> `default_schema`.
 
         Metadata `schema` and `table` override the key, for names Dagster keys cannot
-        hold; `write_mode`, `primary_key`, `foreign_keys`, `partition_expr` and
-        `schema_evolution` are checked.
+        hold; `write_mode`, `primary_key`, `foreign_keys`, `partition_expr`,
+        `schema_evolution` and `geography_columns` are checked.
         """
         metadata = metadata or {}
         schema = _name(metadata, "schema", key_path) or (
@@ -77,6 +79,7 @@ class TableSpec:
             _declared_mode(metadata.get("write_mode"), label),
             _partition_expr(metadata.get("partition_expr"), label),
             _adds_columns(metadata.get("schema_evolution"), label),
+            parse_geography_columns(metadata.get("geography_columns"), label),
         )
 
 
