@@ -48,12 +48,17 @@ def _unnamed_pandas_index(schema: pa.Schema) -> set[str]:
 
 
 def _batches(path: Path) -> pa.RecordBatchReader:
-    """The file's rows, read one batch at a time as the consumer asks for them."""
+    """The file's rows, read one row group at a time as the consumer asks for them.
+
+    Hyper writes row groups of 200,000 rows. pyarrow's `iter_batches` is not used: its
+    allocations grew with the file (77 MB at the end of 6M rows, against 11 MB here).
+    """
     parquet = pq.ParquetFile(path)
 
     def read() -> Iterator[pa.RecordBatch]:
         with parquet:
-            yield from parquet.iter_batches(batch_size=BATCH_ROWS)
+            for group in range(parquet.num_row_groups):
+                yield from parquet.read_row_group(group).to_batches(max_chunksize=BATCH_ROWS)
 
     return pa.RecordBatchReader.from_batches(parquet.schema_arrow, read())
 
