@@ -122,6 +122,37 @@ def test_a_partition_and_columns_load_as_polars_and_pandas(hyper, tmp_path):
     assert query(hyper, database, 'SELECT COUNT(*) FROM "Extract".events') == [[6]]
 
 
+def test_a_partition_without_rows_loads_as_empty_frames(tmp_path):
+    """Hyper exports no row group at all for no rows: each type still gets the columns."""
+    seen = {}
+
+    @asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+    def events(context) -> pa.Table:
+        return pa.table({"day": [dt.date(2024, 1, 2)], "id": [1]}).filter(
+            pa.array([context.partition_key == "2024-01-02"])
+        )
+
+    @asset(partitions_def=DAYS)
+    def loaded(events: pa.Table) -> None:
+        seen["arrow"] = (events.num_rows, events.column_names)
+
+    @asset(partitions_def=DAYS)
+    def as_pandas(events: pd.DataFrame) -> None:
+        seen["pandas"] = (len(events), list(events.columns))
+
+    @asset(partitions_def=DAYS)
+    def batches(events: pa.RecordBatchReader) -> None:
+        seen["batches"] = (sum(b.num_rows for b in events), events.schema.names)
+
+    resources = {"io_manager": io(tmp_path / "frames.hyper")}
+    materialize([events], resources=resources, partition_key="2024-01-02")
+    materialize([events], resources=resources, partition_key="2024-01-03")
+    assets = [events, loaded, as_pandas, batches]
+    selection = [loaded, as_pandas, batches]
+    assert materialize(assets, resources=resources, partition_key="2024-01-03", selection=selection)
+    assert seen == {k: (0, ["day", "id"]) for k in ("arrow", "pandas", "batches")}
+
+
 def test_a_pandas_index_is_stored_only_when_named(hyper, tmp_path):
     """A sorted frame's unnamed index is row order, not a column; a named one is data."""
 
