@@ -14,7 +14,9 @@ DML; and a failed statement aborts the transaction):
 Appends, upserts and partition writes keep the table's columns, unless the write may add
 new ones (`schema_evolution="add_columns"`): ALTER TABLE ... ADD COLUMN first. Hyper's
 ROLLBACK does not undo ADD COLUMN (measured: the column stays), so a write that fails
-after it drops the columns it added before the connection closes.
+after it drops the columns it added before the connection closes. A writer killed in
+between leaves them (measured: hyperd keeps autocommitted DDL when it closes a dead
+client's connection), as nullable columns that are NULL in every row.
 
 The caller closes the connection afterwards: only then is the change durable.
 """
