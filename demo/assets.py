@@ -87,8 +87,10 @@ def airlines(pyspark: PySparkResource, landing: Landing) -> DataFrame:
     kinds=KINDS,
     metadata={
         "primary_key": ["faa"],
+        "geography_columns": ["location"],  # WKT, stored as GEOGRAPHY: Tableau maps it
         "dagster/column_schema": described(
             faa="FAA airport code, e.g. JFK.",
+            location="The airport as a point Tableau can map (longitude, latitude).",
             utc_offset_hours="Offset from UTC in hours, outside daylight saving time.",
             time_zone="IANA time zone, e.g. America/New_York.",
         ),
@@ -101,6 +103,7 @@ def airports(pyspark: PySparkResource, landing: Landing) -> DataFrame:
         "name AS airport_name",
         "lat AS latitude",
         "lon AS longitude",
+        "format_string('POINT(%.6f %.6f)', lon, lat) AS location",
         "CAST(alt AS INT) AS altitude_ft",
         "CAST(tz AS INT) AS utc_offset_hours",
         "dst",

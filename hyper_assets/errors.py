@@ -16,7 +16,8 @@ HyperAssetsError
 ├── SchemaMismatchError             rows that do not fit the stored table
 ├── DataError                       rows whose values break the table's rules
 │   ├── NullInNotNullColumnError
-│   └── PrimaryKeyError             an upsert's rows with NULL or repeated keys
+│   ├── PrimaryKeyError             an upsert's rows with NULL or repeated keys
+│   └── InvalidGeographyError       a geography value that is not well-known text
 ├── TableNotFoundError
 ├── DatabaseLockedError             the file held by another program too long
 ├── IngestError                     staged rows not loaded (or not all arrived)
@@ -84,6 +85,10 @@ class NullInNotNullColumnError(DataError):
 
 class PrimaryKeyError(DataError):
     """Rows to upsert whose primary key is NULL, or occurs more than once."""
+
+
+class InvalidGeographyError(DataError):
+    """A value of a geography column that Hyper cannot read as well-known text."""
 
 
 class DatabaseLockedError(HyperAssetsError):

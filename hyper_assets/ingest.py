@@ -12,6 +12,13 @@ DML; and a failed statement aborts the transaction):
 - `append`: INSERT.
 - `upsert`: DELETE the rows whose key arrives + INSERT, in one transaction.
 
+Appends, upserts and partition writes keep the table's columns, unless the write may add
+new ones (`schema_evolution="add_columns"`): ALTER TABLE ... ADD COLUMN first. Hyper's
+ROLLBACK does not undo ADD COLUMN (measured: the column stays), so a write that fails
+after it drops the columns it added before the connection closes. A writer killed in
+between leaves them (measured: hyperd keeps autocommitted DDL when it closes a dead
+client's connection), as nullable columns that are NULL in every row.
+
 A write that raises made no change (a table it created is dropped again: Hyper keeps a
 CREATE TABLE that a ROLLBACK undoes the rows of). The caller closes the connection
 afterwards: only then is the change durable.
@@ -37,17 +44,20 @@ from hyper_assets._sql import count_rows, transaction
 from hyper_assets.errors import (
     ConfigurationError,
     IngestError,
+    InvalidGeographyError,
     NullInNotNullColumnError,
     PrimaryKeyError,
     SchemaMismatchError,
     UnsupportedTypeError,
 )
+from hyper_assets.geography import as_text, invalid_value, is_geography
 from hyper_assets.partitions import Window
 from hyper_assets.spec import WriteMode
 from hyper_assets.staging import Staged, is_arrow_stream, stream_schema
 from hyper_assets.tables import (
     Catalog,
     Keys,
+    add_columns_sql,
     create_table_sql,
     require_same_schema,
     schema_differences,
@@ -67,6 +77,7 @@ class Write:
     mode: WriteMode = WriteMode.REPLACE
     keys: Keys = field(default_factory=Keys)
     window: Window | None = None
+    add_columns: bool = False  # new columns of an append/upsert/partition write are added
 
     @property
     def where(self) -> str | None:
@@ -153,6 +164,8 @@ def _explain(
     label, text = table_label(write.table), str(error)
     if "non-NULL value required" in text:
         return _null_error(connection, write, files)
+    if "invalid geography" in text:
+        return _geography_error(connection, write, files) or IngestError(text.strip())
     if "128-bit numerics" in text or "32-bit floating" in text.lower():
         return UnsupportedTypeError(
             f"{label}: the existing .hyper file has an older format version than these "
@@ -185,6 +198,30 @@ def _null_error(
         "nothing was written. Fill or filter the NULLs, or make the column nullable with "
         "an unpartitioned full refresh."
     )
+
+
+def _geography_error(
+    connection: Connection, write: Write, files: Sequence[Path]
+) -> InvalidGeographyError | None:
+    """Names the column, the value and a row holding it, of a value that is not WKT."""
+    columns = as_text(write.columns)
+    source = source_sql(files, columns)
+    for column in filter(is_geography, write.columns):
+        ref = escape_name(column.name)
+        found = invalid_value(connection, f"SELECT {ref} FROM {source}")
+        if found:
+            value, said = found
+            (row,) = connection.execute_list_query(
+                f"SELECT * FROM {source} WHERE {ref} = {escape_string_literal(value)} LIMIT 1"
+            )
+            shown = ", ".join(f"{c.name}={v!r}" for c, v in zip(columns, row, strict=True))
+            return InvalidGeographyError(
+                f"Column {column.name!r} of {table_label(write.table)} holds {value!r}, which "
+                f"is not geography as well-known text ({said}), in the row ({shown}); nothing "
+                "was written. Give WKT such as 'POINT(-73.78 40.64)' (longitude first, "
+                "latitude within +/-90), or NULL."
+            )
+    return None
 
 
 def _check_keys(write: Write) -> None:
@@ -236,22 +273,43 @@ def _write(
         )
         if not same or catalog.keys_conflict(table, write.keys):
             return _swap(connection, catalog, write, staged)
+        added = []
     else:
         changed = schema_differences(stored, write.columns)
         if changed and write.mode == WriteMode.PARTITION and _holds_all(connection, write):
             return _swap(connection, catalog, write, staged)  # all its rows: a full refresh
-        require_same_schema(table, stored, write.columns, _KEEP_COLUMNS[write.mode])
-    catalog.add_missing_keys(table, write.keys)
-    with transaction(connection):
-        deleted = 0
-        if write.mode == WriteMode.REPLACE:
-            deleted = count_rows(connection, table)
-            connection.execute_command(f"TRUNCATE TABLE {table}")
-        elif write.mode == WriteMode.PARTITION:
-            deleted = connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
-        elif write.mode == WriteMode.UPSERT and staged.files:
-            deleted = _delete_upserted(connection, write, staged.files)
-        return _insert(connection, write, table, staged), deleted
+        added = _columns_to_add(stored, write)
+    try:
+        for statement in add_columns_sql(table, added):
+            connection.execute_command(statement)
+        catalog.add_missing_keys(table, write.keys)
+        with transaction(connection):
+            deleted = 0
+            if write.mode == WriteMode.REPLACE:
+                deleted = count_rows(connection, table)
+                connection.execute_command(f"TRUNCATE TABLE {table}")
+            elif write.mode == WriteMode.PARTITION:
+                deleted = connection.execute_command(f"DELETE FROM {table} WHERE {write.where}")
+            elif write.mode == WriteMode.UPSERT and staged.files:
+                deleted = _delete_upserted(connection, write, staged.files)
+            return _insert(connection, write, table, staged), deleted
+    except BaseException:
+        for column in added:  # ROLLBACK leaves them; a crashed hyperd keeps the last close
+            with suppress(HyperException):
+                connection.execute_command(
+                    f"ALTER TABLE {table} DROP COLUMN {escape_name(column.name)}"
+                )
+        raise
+
+
+def _columns_to_add(stored: list[Column], write: Write) -> list[Column]:
+    """The write's columns the table lacks, when it may add them; any other difference
+    from the stored columns is a `SchemaMismatchError` naming it."""
+    names = {c.name for c in stored}
+    added = [c for c in write.columns if c.name not in names] if write.add_columns else []
+    kept = [c for c in write.columns if c not in added]
+    require_same_schema(write.table, stored, kept, _KEEP_COLUMNS[write.mode])
+    return added
 
 
 _KEEP_ROWS = (

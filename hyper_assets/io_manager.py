@@ -1,8 +1,9 @@
 """`HyperIOManager`: Dagster assets as tables of one star-schema `.hyper` file.
 
 Per frame type only staging and loading differ (Spark: Parquet parts written by the
-executors, or rows streamed through Spark Connect, `hyper_assets.transfer`; Arrow: one
-Parquet file); the Hyper side is the ingest engine's.
+executors, or rows streamed through Spark Connect, `hyper_assets.transfer`; any frame
+exporting an Arrow stream: one Parquet file, `hyper_assets.frames`); the Hyper side is the
+ingest engine's.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from dagster import (
     AssetsDefinition,
     ConfigurableIOManager,
@@ -42,6 +41,8 @@ from hyper_assets.errors import (
     DatabaseLockedError,
     TableNotFoundError,
 )
+from hyper_assets.frames import arrow_stream, python_loader
+from hyper_assets.geography import as_geography
 from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
@@ -77,8 +78,9 @@ class HyperIOManager(ConfigurableIOManager):
     """Stores each asset as table `"schema"."table"` of one `.hyper` file.
 
     Asset metadata steers the write: `partition_expr` (partitioned assets),
-    `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`, and `schema` /
-    `table` to override the names taken from the asset key.
+    `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`,
+    `schema_evolution="add_columns"`, `geography_columns`, and `schema` / `table` to
+    override the names taken from the asset key.
     """
 
     database: str = Field(
@@ -176,15 +178,18 @@ class HyperIOManager(ConfigurableIOManager):
         spec = self.spec_for(context.asset_key.path, context.definition_metadata)
         table, label = spec.table, spec.label
         version, cap = self.hyper.default_database_version, self.hyper.max_database_version
+        stream = None if isinstance(obj, SparkDataFrame) else arrow_stream(obj)
         if isinstance(obj, SparkDataFrame):
             columns = columns_from_spark(obj.schema, label, version, cap)
-        elif isinstance(obj, pa.Table):
-            columns = columns_from_arrow(obj.schema, label, version, cap)
+        elif stream is not None:
+            columns = columns_from_arrow(stream.schema, label, version, cap)
         else:
             raise ConfigurationError(
                 f"Asset {label} returned a {type(obj).__name__}; HyperIOManager stores "
-                "pyspark.sql.DataFrame and pyarrow.Table."
+                "pyspark.sql.DataFrame and any frame that exports an Arrow stream "
+                "(pyarrow, pandas 2.2+, polars, DuckDB results)."
             )
+        columns = as_geography(columns, spec.geography, label)
         check_frame(context.asset_key.to_user_string(), spec, columns, context.has_asset_partitions)
         write = Write(
             table,
@@ -192,6 +197,7 @@ class HyperIOManager(ConfigurableIOManager):
             spec.write_mode(context.has_asset_partitions),
             spec.keys,
             self._window(context, spec, columns),
+            add_columns=spec.add_columns,
         )
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
@@ -203,7 +209,7 @@ class HyperIOManager(ConfigurableIOManager):
                     arrows = is_arrow_stream(staged.files[0])
                     transfer["staged_format"] = "arrow stream" if arrows else "parquet"
             else:
-                staged = stage_arrow(obj, directory, self.staging_compression)
+                staged = stage_arrow(stream, directory, self.staging_compression)
                 transfer = {}
             loading = time.perf_counter()
             written = self._write(
@@ -367,8 +373,8 @@ class HyperIOManager(ConfigurableIOManager):
         spec = self.spec_for(context.asset_key.path, upstream and upstream.definition_metadata)
         table, label = spec.table, spec.label
         wanted = input_columns(context.definition_metadata, label)
-        as_arrow = context.dagster_type.typing_type is pa.Table
-        if not as_arrow:  # before the export: a session that cannot load it fails first
+        load_python = python_loader(context.dagster_type.typing_type)
+        if load_python is None:  # before the export: a session that cannot load it fails first
             session = active_session(label)
             mode = resolve_mode(self.staging_mode, session, self.staging, label)
         path = self.staging.keep("load") / "table.parquet"
@@ -384,8 +390,8 @@ class HyperIOManager(ConfigurableIOManager):
             connection.execute_command(
                 f"COPY ({query}) TO {escape_string_literal(str(path))} WITH (FORMAT => 'parquet')"
             )
-        if as_arrow:
-            return pq.read_table(path)
+        if load_python is not None:
+            return load_python(path)
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 
 

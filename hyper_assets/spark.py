@@ -83,6 +83,6 @@ def active_session(table: str) -> SparkSession:
         raise ConfigurationError(
             f"Loading {table} as a Spark DataFrame needs the step's Spark session: give the "
             "asset a PySparkResource parameter (e.g. `pyspark: PySparkResource`), or annotate "
-            "the input as pyarrow.Table."
+            "the input as a Python frame (pyarrow.Table, pandas.DataFrame, polars.DataFrame, ...)."
         )
     return session

@@ -14,6 +14,7 @@ from typing import Any
 from tableauhyperapi import TableName
 
 from hyper_assets.errors import ConfigurationError
+from hyper_assets.geography import parse_geography_columns
 from hyper_assets.tables import Keys, parse_foreign_keys, table_label
 
 
@@ -40,6 +41,8 @@ class TableSpec:
     keys: Keys
     declared_mode: WriteMode | None = None
     partition_expr: PartitionExpr | None = None
+    add_columns: bool = False  # metadata schema_evolution="add_columns"
+    geography: tuple[str, ...] = ()  # metadata geography_columns: WKT stored as GEOGRAPHY
 
     @property
     def label(self) -> str:
@@ -58,7 +61,8 @@ class TableSpec:
         """`[..., schema, table]` -> "schema"."table"; one part -> `default_schema`.
 
         Metadata `schema` and `table` override the key, for names Dagster keys cannot
-        hold; `write_mode`, `primary_key`, `foreign_keys` and `partition_expr` are checked.
+        hold; `write_mode`, `primary_key`, `foreign_keys`, `partition_expr`,
+        `schema_evolution` and `geography_columns` are checked.
         """
         metadata = metadata or {}
         schema = _name(metadata, "schema", key_path) or (
@@ -74,6 +78,8 @@ class TableSpec:
             ),
             _declared_mode(metadata.get("write_mode"), label),
             _partition_expr(metadata.get("partition_expr"), label),
+            _adds_columns(metadata.get("schema_evolution"), label),
+            parse_geography_columns(metadata.get("geography_columns"), label),
         )
 
 
@@ -108,6 +114,16 @@ def _declared_mode(value: object, label: str) -> WriteMode | None:
             "leave it out for a full refresh (or a partition replace)."
         )
     return WriteMode(value)
+
+
+def _adds_columns(value: object, label: str) -> bool:
+    if value is None or value == "add_columns":
+        return value is not None
+    raise ConfigurationError(
+        f"Metadata schema_evolution of {label} is {value!r}; use 'add_columns' (appends, "
+        "upserts and partition writes add the columns the table lacks, NULL in its stored "
+        "rows) or leave it out (new columns are refused)."
+    )
 
 
 def _partition_expr(value: object, label: str) -> PartitionExpr | None:

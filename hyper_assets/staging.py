@@ -311,11 +311,16 @@ class Staged:
     rows: int
 
 
-def stage_arrow(table: pa.Table, directory: Path, compression: str) -> Staged:
-    """Writes an Arrow table as one Parquet file."""
+def stage_arrow(rows: pa.Table | pa.RecordBatchReader, directory: Path, compression: str) -> Staged:
+    """Writes Arrow rows as one Parquet file, a batch at a time (a stream is read once)."""
     path = directory / "part-0.parquet"
-    pq.write_table(table, path, compression=compression)
-    return Staged((path,), table.num_rows)
+    reader = rows.to_reader() if isinstance(rows, pa.Table) else rows
+    count = 0
+    with pq.ParquetWriter(path, reader.schema, compression=compression) as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+            count += batch.num_rows
+    return Staged((path,), count)
 
 
 def _stream_readable(t: pa.DataType) -> bool:

