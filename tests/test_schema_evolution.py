@@ -124,7 +124,9 @@ def test_a_refused_write_adds_no_column(hyper, tmp_path):
 def test_dropping_or_retyping_a_column_stays_an_error(hyper, tmp_path, columns, named):
     database = tmp_path / "evolve.hyper"
     write(database, daily({"id": [1]}), "2024-01-01")
-    with pytest.raises(SchemaMismatchError, match=named + r".*partitions the table holds in one run"):
+    with pytest.raises(
+        SchemaMismatchError, match=named + r".*partitions the table holds in one run"
+    ):
         write(database, daily(columns | {"day": [dt.date(2024, 1, 2)]}), "2024-01-02")
     assert stored_columns(hyper, database) == ["day", "id"]
 
