@@ -617,8 +617,8 @@ def test_a_publish_of_several_gigabytes_keeps_the_clients_memory_flat(
     """Peak RSS of a client process publishing 256 MB and 3 GB (both as jobs) is about the
     same: the file is read and sent a chunk at a time."""
     chunk = 50 * 2**20  # the default
-    peaks = {}
-    for size in (256 * 2**20, 3 * 2**30):
+
+    def peak(size: int) -> int:
         path = tmp_path / f"{size}.hyper"
         with path.open("wb") as file:  # sparse: costs no disk until uploaded
             file.truncate(size)
@@ -629,11 +629,15 @@ def test_a_publish_of_several_gigabytes_keeps_the_clients_memory_flat(
             timeout=900,
             check=True,
         )
-        peaks[size] = int(child.stdout.split()[-1])
         assert emulator.datasource_file("huge", "Default", SITE).stat().st_size == size
         path.unlink()
-    small, big = peaks.values()
+        return int(child.stdout.split()[-1])
+
+    small, big = peak(256 * 2**20), peak(3 * 2**30)
     # Idle, the two peaks are within 25 MB (352-377 MB measured); on a loaded machine the
-    # allocator's timing has added 150 MB once. Reading the file whole, or keeping each of
-    # the 3 GB's 61 chunks, would add gigabytes; keeping 3 MB per chunk would still fail.
+    # allocator's timing has added 150-200 MB to one run, so a second run is the check then
+    # (the lower peak counts). Reading the file whole, or keeping each of the 3 GB's 61
+    # chunks, would add gigabytes to both; keeping 3 MB per chunk would still fail.
+    if big - small >= 4 * chunk:
+        big = min(big, peak(3 * 2**30))
     assert big - small < 4 * chunk, f"peak RSS {small / 2**20:.0f} MB vs {big / 2**20:.0f} MB"
