@@ -214,6 +214,13 @@ class TableauServerSpec(dg.Resolvable):
     ]
     site: str = ""
     verify_tls: bool = True
+    project_match_case: Annotated[
+        bool,
+        dg.Resolver.default(
+            description="Find the project by its exact letter case only; by default a name "
+            "in another case finds it when exactly one project matches regardless of case."
+        ),
+    ] = False
 
 
 @dataclass(frozen=True)
@@ -443,6 +450,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
                 token_name=server.token_name,
                 token_secret=dg.EnvVar(server.token_secret_env),
                 verify_tls=server.verify_tls,
+                project_match_case=server.project_match_case,
             )
         return resources
 

@@ -26,7 +26,12 @@ from dagster import AssetKey, Definitions, load_from_defs_folder
 from dagster.components.core.component_tree import ComponentTree
 from tableauhyperapi import Connection, TableName
 
-from hyper_assets import ComponentSpecError, HyperExtractComponent
+from hyper_assets import (
+    ComponentSpecError,
+    HyperExtractComponent,
+    ProjectNotFoundError,
+    TableauServerResource,
+)
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
 from tests.helpers import query
@@ -678,6 +683,36 @@ def test_adopt_selects_existing_assets_by_key(tmp_path: Path) -> None:
     }
     assert not graph.get(AssetKey("elsewhere")).check_keys
     assert graph.get(AssetKey("store_data")).parent_keys == {AssetKey("stores")}
+
+
+@pytest.mark.parametrize("match_case", [False, True])
+def test_the_server_spec_finds_a_project_in_another_case_unless_told_not_to(
+    tmp_path: Path, emulator: Emulator, monkeypatch: pytest.MonkeyPatch, match_case: bool
+) -> None:
+    monkeypatch.setenv("SHOP_TABLEAU_SECRET", SECRET)
+    defs = _load_project(
+        tmp_path,
+        f"project_case_{match_case}".lower(),
+        f"""\
+        adopt: {{defs_path: pipeline, keys: [stores]}}
+        publish:
+          datasource: Store Data
+          project: default
+          server: {{server_url: "{emulator.url}", token_name: {TOKEN},
+                   token_secret_env: SHOP_TABLEAU_SECRET,
+                   project_match_case: {str(match_case).lower()}}}
+        """,
+    )
+    tableau = defs.resources["tableau"]
+    assert isinstance(tableau, TableauServerResource)
+    assert tableau.project_match_case is match_case
+    with tableau.client() as client:
+        if match_case:
+            with pytest.raises(ProjectNotFoundError, match="no project 'default'") as none:
+                client.project("default")
+            assert none.value.candidates == ["Default"]
+        else:
+            assert client.project("default").name == "Default"
 
 
 @pytest.mark.parametrize(
