@@ -197,6 +197,13 @@ class ChecksSpec(dg.Resolvable):
         ),
     ] = 0.5
     row_count_severity: Literal["ERROR", "WARN"] = "ERROR"
+    partitioned: Annotated[
+        bool,
+        dg.Resolver.default(
+            description="Check a partitioned table per partition (Dagster's partitioned "
+            "asset checks, a preview in 1.13); false: one result for the whole table."
+        ),
+    ] = True
     publish_max_lag_minutes: Annotated[
         float | None,
         dg.Resolver.default(description="Fail when a change waits longer to be published."),
@@ -399,6 +406,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             min_row_ratio=self.checks.min_row_ratio,
             row_count_severity=dg.AssetCheckSeverity(self.checks.row_count_severity),
             io_manager_key=self.hyper_io_manager_key,
+            partitioned=self.checks.partitioned,
         )
 
     def _publish(

@@ -509,6 +509,30 @@ def test_sql_inputs_default_to_the_tables_it_reads() -> None:
     assert graph.get(AssetKey("c")).parent_keys == {AssetKey("a"), AssetKey("b")}
 
 
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_a_partitioned_tables_checks_are_partitioned_unless_told_not_to(partitioned: bool) -> None:
+    table = {"name": "a", "sql": "SELECT 1 AS d", "partitions_def": DAILY, "partition_expr": "d"}
+    defs = _build(
+        {
+            "spark": {"config": {}},
+            "tables": [{**table, "primary_key": ["d"]}, {"name": "b", "source": CSV}],
+            "checks": {"partitioned": partitioned},
+        }
+    )
+    specs = {
+        (spec.asset_key.to_user_string(), spec.name): spec.partitions_def
+        for checks in defs.asset_checks or []
+        for spec in checks.check_specs
+    }
+    assert set(specs) == {
+        ("a", "primary_key_unique"),
+        ("a", "row_count_vs_previous"),
+        ("b", "row_count_vs_previous"),
+    }
+    assert (specs["a", "primary_key_unique"] is not None) == partitioned
+    assert specs["b", "row_count_vs_previous"] is None
+
+
 PYTHON_RESOURCES = """\
 from pathlib import Path
 
