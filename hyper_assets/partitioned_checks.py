@@ -286,18 +286,22 @@ def _row_count(asset: dg.AssetsDefinition, min_ratio: float) -> Evaluate:
             stored.label,
         )
         expect_rows = previous is None or previous > 0
-        shown = "no previous run" if previous is None else f"the previous {previous:.0f}"
+        shown = (
+            "no previous run"
+            if previous is None
+            else f"the previous run's {previous:.0f} per partition"
+        )
         results = {}
         for partition, rows in counts.items():
             if rows == 0 and expect_rows:
                 problem = "no rows"
             elif rows and previous and rows < min_ratio * previous:
-                problem = f"{rows} rows, below {min_ratio:.0%} of {shown} rows per partition"
+                problem = f"{rows} rows, below {min_ratio:.0%} of {shown}"
             else:
                 problem = ""
             results[partition] = _Result(
                 not problem,
-                problem or f"{rows} rows ({shown} rows per partition).",
+                problem or f"{rows} rows ({shown}).",
                 {
                     "rows": rows,
                     "previous_rows_per_partition": dg.MetadataValue.float(previous)

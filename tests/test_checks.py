@@ -321,6 +321,7 @@ def test_partitioned_checks_give_each_partition_the_run_wrote_its_own_result(set
         assert set(by_partition) == {DAY1, DAY2, DAY3}, name
         assert all(e.passed for e in by_partition.values()), name
     assert first["row_count_vs_previous"][DAY2].metadata["rows"].value == 4
+    assert first["row_count_vs_previous"][DAY2].description == "4 rows (no previous run)."
 
     setup.world.per_day = {DAY2: 0}
     setup.world.no_tailnum_days = {DAY3}
@@ -329,6 +330,7 @@ def test_partitioned_checks_give_each_partition_the_run_wrote_its_own_result(set
     rows = second["row_count_vs_previous"]
     assert [p for p, e in sorted(rows.items()) if not e.passed] == [DAY2]
     assert rows[DAY2].description == "no rows"
+    assert rows[DAY1].description == "4 rows (the previous run's 4 per partition)."
     nulls = second["columns_not_null"]
     assert [p for p, e in sorted(nulls.items()) if not e.passed] == [DAY3]
     assert nulls[DAY3].metadata["nulls"].value == {"tailnum": 4}
