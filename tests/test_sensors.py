@@ -346,7 +346,6 @@ def test_the_demo_serves_each_landing_sensor_with_its_job(tmp_path):
         "__ASSET_JOB",
         "daily_facts_job",
         "dimensions_job",
-        "fact_checks_job",
         "flights_job",
         "publish_job",
         "publish_lag_job",
