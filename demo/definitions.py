@@ -77,10 +77,12 @@ def build_definitions(
         )
         for fact in FACTS
     ]
-    # Dagster's own column-schema checks are unpartitioned: they run with the publish.
+    # Dagster's own column-schema and freshness checks are unpartitioned: they run with
+    # the publish (and the freshness sensor), not in a partitioned run.
     publish_job = define_asset_job(
         "publish_job",
-        AssetSelection.assets(flights_datasource) | AssetSelection.checks(*SCHEMA_CHECKS),
+        AssetSelection.assets(flights_datasource)
+        | AssetSelection.checks(*SCHEMA_CHECKS, *FRESHNESS_CHECKS),
     )
     # The published copy's lag, checked between publishes (right after one it is 0).
     checks = build_checks(flights_datasource)
