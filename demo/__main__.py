@@ -92,7 +92,7 @@ def land_and_sense(
     defs: Definitions, instance: DagsterInstance, landing: Path, day: dt.date
 ) -> None:
     """Lands `day`, runs what the landing sensors ask for (tagged as their runs would be),
-    then the facts' checks, as `after_facts` does after a fact run."""
+    with their checks."""
     arrive(landing, [day])
     for name in ("flights_job", "weather_job"):
         sensor = defs.resolve_sensor_def(f"{name}_landing_sensor")
@@ -102,7 +102,6 @@ def land_and_sense(
         for request in tick.run_requests or []:
             print(f"{sensor.name}: run {name} for {request.partition_key}")
             run_job(defs, name, instance, partition_key=request.partition_key, tags=request.tags)
-    run_job(defs, "fact_checks_job", instance)
 
 
 def compare(hyper: SharedHyper, local: Path, remote: Path) -> list[tuple[str, int, bool]]:
@@ -181,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
                 "dagster/asset_partition_range_end": str(history[-1]),
             },
         )
-        run_job(defs, "fact_checks_job", instance)
         story.step(f"Publishing {database} to the emulator")
         publishes = [publish(defs, instance)]
         print(f"{publishes[-1]['publish']}: {publishes[-1]['reason']}")

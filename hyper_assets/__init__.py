@@ -57,6 +57,8 @@ from hyper_assets.tableau.assets import (
     tableau_datasource_asset,
 )
 from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.quality import QualityWarning, set_quality_warning
+from hyper_assets.tableau.quality_sensor import quality_warning_sensor
 from hyper_assets.transfer import StagingMode
 from hyper_assets.upgrade import VersionUpgrade, upgrade_database
 
@@ -94,6 +96,7 @@ __all__ = [
     "PublishConfig",
     "PublishError",
     "PublishLockedError",
+    "QualityWarning",
     "S3Staging",
     "SchemaMismatchError",
     "StagingMode",
@@ -119,6 +122,8 @@ __all__ = [
     "not_null_check",
     "publish_condition",
     "publish_freshness_check",
+    "quality_warning_sensor",
+    "set_quality_warning",
     "tableau_datasource_asset",
     "upgrade_database",
 ]

@@ -151,6 +151,31 @@ def test_a_401_signs_in_again_once_and_then_gives_up(
     assert client.project("Default").name == "Default"  # the third 401, then a new session
 
 
+def test_a_project_in_another_case_is_found_when_only_one_matches(
+    client: TableauClient, emulator: Emulator
+) -> None:
+    tsc = TSC.Server(emulator.url, use_server_version=True)
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth(*RAW_TOKEN, site_id=SITE))
+    finance = tsc.projects.create(TSC.ProjectItem("Finance"))
+    sales = tsc.projects.create(TSC.ProjectItem("Sales"))
+    tsc.projects.create(TSC.ProjectItem("Reports", parent_id=finance.id))
+    loud = tsc.projects.create(TSC.ProjectItem("REPORTS", parent_id=sales.id))
+    tsc.auth.sign_out()
+
+    assert client.project("default").path == "Default"
+    assert client.project("sales/reports") == Project(loud.id, "REPORTS", sales.id, "Sales/REPORTS")
+    assert client.project("REPORTS").id == loud.id  # an exact match wins
+    with pytest.raises(AmbiguousProjectError, match="regardless of case") as several:
+        client.project("reports")
+    assert several.value.candidates == ["Finance/Reports", "Sales/REPORTS"]
+    assert "in its exact case" in str(several.value)
+
+    with settings(emulator, project_match_case=True).client() as strict:
+        with pytest.raises(ProjectNotFoundError, match="no project 'sales/reports'") as none:
+            strict.project("sales/reports")
+        assert none.value.candidates == ["Finance/Reports", "Sales/REPORTS"]
+
+
 def test_project_paths_name_nested_projects_and_ambiguity_lists_candidates(
     client: TableauClient, emulator: Emulator, hyper_files: Any, tmp_path: Path
 ) -> None:
