@@ -1,9 +1,11 @@
 """The rule Tableau applies to a published file's keys: one star per data source."""
 
+import dagster as dg
 import pytest
 from tableauhyperapi import TableName
 
 from hyper_assets.errors import DataModelError, PublishError
+from hyper_assets.tableau.assets import tableau_datasource_asset
 from hyper_assets.tableau.model import data_model
 from hyper_assets.tables import ForeignKey, Keys
 
@@ -95,3 +97,26 @@ def test_keys_to_tables_the_data_source_does_not_hold_do_not_count() -> None:
     assert [str(r) for r in model.relationships] == [
         "Extract.weather.origin -> Extract.airports.id"
     ]
+
+
+def test_the_publish_asset_shows_the_model_tableau_will_build() -> None:
+    @dg.asset(metadata={"primary_key": ["faa"]})
+    def airports() -> None: ...
+
+    @dg.asset(metadata={"foreign_keys": {"origin": "airports.faa"}})
+    def weather() -> None: ...
+
+    @dg.asset(metadata={"foreign_keys": {"origin": "airports.faa"}})
+    def flights() -> None: ...
+
+    deps = [airports, weather, flights]
+    one = tableau_datasource_asset(
+        datasource="Weather", project="p", deps=deps, tables=["weather", "airports"], key="w"
+    )
+    assert one.metadata_by_key[one.key]["data_model"].value == (
+        "| Table | Role | Joined by |\n|---|---|---|\n| Extract.weather | fact | |\n"
+        "| Extract.airports | dimension | Extract.weather.origin -> Extract.airports.faa |"
+    )
+    galaxy = tableau_datasource_asset(datasource="All", project="p", deps=deps)
+    shown = galaxy.metadata_by_key[galaxy.key]["data_model"].value
+    assert shown.startswith("Not one star; Tableau refuses it.") and "tables=[" in shown
