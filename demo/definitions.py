@@ -20,24 +20,40 @@ from dagster import (
     run_status_sensor,
 )
 
-from demo.assets import Landing, airlines, airports, flights, planes, weather
+from demo.assets import Landing, airlines, airports, destinations, flights, planes, weather
 from demo.checks import FACTS, FRESHNESS_CHECKS, build_checks
 from demo.spark import DemoSpark, spark_config
 from hyper_assets import HyperIOManager, TableauServerResource, tableau_datasource_asset
 from hyper_assets.sensors import landing_sensor
 
 DAY_IN_NAME = r"_(\d{4}-\d{2}-\d{2})\.parquet$"
-DATASOURCE = "nycflights13"
 #: A project name or path ("Sales/EMEA"); the built-in project of a site is "Default".
 PROJECT = os.environ.get("TABLEAU_PROJECT", "Default")
 
-#: The published data source, downstream of every table of the file.
+#: The published data sources: one star each, as Tableau takes a published file. The file
+#: holds two facts sharing `airports`, which Tableau refuses as one data source. Their
+#: keys are under `tableau/`: the default key of "Flights" is the table's, `flights`.
+TABLES = {
+    "Flights": ["flights", "airlines", "airports", "destinations", "planes"],
+    "Weather": ["weather", "airports"],
+}
 flights_datasource = tableau_datasource_asset(
-    datasource=DATASOURCE,
+    datasource="Flights",
+    key=["tableau", "flights"],
     project=PROJECT,
-    deps=[airlines, airports, planes, flights, weather],
+    deps=[flights, airlines, airports, destinations, planes],
+    tables=TABLES["Flights"],
     group_name="tableau",
 )
+weather_datasource = tableau_datasource_asset(
+    datasource="Weather",
+    key=["tableau", "weather"],
+    project=PROJECT,
+    deps=[weather, airports],
+    tables=TABLES["Weather"],
+    group_name="tableau",
+)
+DATASOURCES = (flights_datasource, weather_datasource)
 
 
 def build_definitions(
@@ -72,10 +88,10 @@ def build_definitions(
         )
         for fact in FACTS
     ]
-    publish_job = define_asset_job("publish_job", [flights_datasource])
+    publish_job = define_asset_job("publish_job", list(DATASOURCES))
     # The published copy's lag, checked between publishes (right after one it is 0).
     publish_lag_job = define_asset_job(
-        "publish_lag_job", AssetSelection.checks_for_assets(flights_datasource)
+        "publish_lag_job", AssetSelection.checks_for_assets(*DATASOURCES)
     )
 
     @run_status_sensor(
@@ -95,12 +111,13 @@ def build_definitions(
         assets=[
             airlines,
             airports,
+            destinations,
             planes,
             flights,
             weather,
-            flights_datasource,
+            *DATASOURCES,
         ],
-        asset_checks=build_checks(flights_datasource),
+        asset_checks=build_checks(DATASOURCES),
         # One process per run: Spark starts once for an asset and its checks, and local
         # Spark parallelises inside the step anyway.
         executor=in_process_executor,
