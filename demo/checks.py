@@ -21,21 +21,23 @@ from dagster import (
     multi_asset_check,
 )
 
-from demo.assets import airlines, airports, flights, planes, weather
+from demo.assets import airlines, airports, destinations, flights, planes, weather
 from hyper_assets import build_hyper_checks, publish_freshness_check
 
-DIMENSIONS = (airlines, airports, planes)
+DIMENSIONS = (airlines, airports, destinations, planes)
 FACTS = (flights, weather)
 
 
-def build_checks(published: AssetsDefinition | None = None) -> Sequence[AssetChecksDefinition]:
+def build_checks(
+    published: Sequence[AssetsDefinition] = (),
+) -> Sequence[AssetChecksDefinition]:
     """Every check of the demo, freshness checks last (they need their own sensor).
 
-    With the publish asset `published`, also the check that its copy is fresh.
+    With the publish assets `published`, also the checks that their copies are fresh.
     """
     return [
         *HYPER_CHECKS,
-        *([publish_freshness_check(published, max_lag_minutes=60)] if published else []),
+        *(publish_freshness_check(p, max_lag_minutes=60) for p in published),
         *SCHEMA_CHECKS,
         *FRESHNESS_CHECKS,
     ]

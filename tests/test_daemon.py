@@ -99,16 +99,20 @@ def test_the_daemon_runs_a_landed_day_and_publishes_it(
     day_sql = f"SELECT COUNT(*) FROM \"Extract\".flights WHERE flight_date = DATE '{DAY}'"
     assert query(hyper, data / "flights.hyper", day_sql) == [[expected]]
     # The emulator keeps each site's projects in folders of their own: find the one copy.
-    (published,) = (data / "emulator").rglob("nycflights13.hyper")
+    (published,) = (data / "emulator").rglob("Flights.hyper")
     assert query(hyper, published, day_sql) == [[expected]]
     total = 'SELECT COUNT(*) FROM "Extract".flights'
     assert query(hyper, published, total) == [[len(frame)]]
+    (weather,) = (data / "emulator").rglob("Weather.hyper")
+    weather_sql = f"SELECT COUNT(*) FROM \"Extract\".weather WHERE obs_date = DATE '{DAY}'"
+    assert query(hyper, weather, weather_sql) == query(hyper, data / "flights.hyper", weather_sql)
 
     with dg.DagsterInstance.from_config(str(data / "dagster_home")) as instance:
-        key = dg.AssetCheckKey(dg.AssetKey("nycflights13"), "published_copy_fresh")
-        history = instance.event_log_storage.get_asset_check_execution_history(key, limit=20)
-        (scheduled,) = [r for r in history if r.run_id == lag["runId"]]
-        assert scheduled.status.value == "SUCCEEDED"
+        for name in ("flights", "weather"):
+            key = dg.AssetCheckKey(dg.AssetKey(["tableau", name]), "published_copy_fresh")
+            history = instance.event_log_storage.get_asset_check_execution_history(key, limit=20)
+            (scheduled,) = [r for r in history if r.run_id == lag["runId"]]
+            assert scheduled.status.value == "SUCCEEDED"
 
 
 def test_publish_condition_asks_once_after_its_tables_update(tmp_path: Path) -> None:

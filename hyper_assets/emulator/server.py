@@ -16,10 +16,13 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from tableauhyperapi import Endpoint
+
 from hyper_assets._files import MEGABYTE
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import UPDATE, Job, JobRunner
+from hyper_assets.emulator.model import check_model
 from hyper_assets.emulator.quality import Fields, QualityWarnings
 from hyper_assets.emulator.sessions import Session, Sessions
 from hyper_assets.emulator.store import Datasource, Project, Site, Sites, UploadStore
@@ -138,6 +141,7 @@ class Api:
         jobs: JobRunner,
         sessions: Sessions,
         faults: Faults,
+        endpoint: Callable[[], Endpoint],
         *,
         max_payload_bytes: int,
         api_version: str,
@@ -147,6 +151,7 @@ class Api:
         self.jobs = jobs
         self.sessions = sessions
         self.faults = faults
+        self.endpoint = endpoint
         self.max_payload_bytes = max_payload_bytes
         self.api_version = api_version
         self.warnings = QualityWarnings()
@@ -344,12 +349,13 @@ class Api:
         else:
             raise bad_request("send the file as a tableau_datasource part or give uploadSessionId")
         overwrite = _flag(query, "overwrite")
+        try:  # refused before queuing
+            site.check_publish(name, project, overwrite)
+            check_model(self.endpoint(), staged, name)
+        except RestApiError:
+            staged.unlink(missing_ok=True)
+            raise
         if _flag(query, "asJob"):
-            try:
-                site.check_publish(name, project, overwrite)  # refused before queuing
-            except RestApiError:
-                staged.unlink(missing_ok=True)
-                raise
             job = self.jobs.submit_publish(
                 site.id, lambda: site.publish(name, project, staged, overwrite), staged
             )

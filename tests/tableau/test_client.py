@@ -22,12 +22,13 @@ import dagster as dg
 import httpx
 import pytest
 import tableauserverclient as TSC
-from tableauhyperapi import SqlType, TableDefinition
+from tableauhyperapi import NOT_NULLABLE, Connection, SqlType, TableDefinition
 
 from hyper_assets.emulator import ConnectedApp, Emulator
 from hyper_assets.errors import (
     AmbiguousProjectError,
     ConfigurationError,
+    DataModelError,
     DataSourceExistsError,
     PayloadTooLargeError,
     ProjectNotFoundError,
@@ -41,9 +42,11 @@ from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
 from hyper_assets.tableau.client import Job, Project, TableauClient, TableauServerResource
 from hyper_assets.tableau.connected_app import b64url, connected_app_jwt, signature
+from hyper_assets.tableau.model import server_refusal
 
 Column = TableDefinition.Column
 COLUMNS = [Column("id", SqlType.int()), Column("label", SqlType.text())]
+REGION = [Column("id", SqlType.int(), NOT_NULLABLE), Column("label", SqlType.text())]
 TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py
 WRONG_SECRET = "wrong-secret-0xC0FFEE"
 RAW_TOKEN = ("raw", "raw-secret")  # the emulator fixture's second token
@@ -80,11 +83,13 @@ def rows(ids: range) -> list[tuple[int, str]]:
 
 
 def sales(hyper_files: Any, path: Path, ids: range, extra: bool = True) -> Path:
-    """A two-table extract: Extract.sales with `ids`, and Extract.regions."""
+    """A two-table extract: Extract.sales with `ids`, and Extract.regions, which `sales.id`
+    references (one star, as Tableau takes it)."""
     tables = {("Extract", "sales"): (COLUMNS, rows(ids))}
-    if extra:
-        tables[("Extract", "regions")] = (COLUMNS, [(1, "north"), (2, "south")])
-    return hyper_files.create(path, tables)
+    if not extra:
+        return hyper_files.create(path, tables)
+    tables[("Extract", "regions")] = (REGION, [(1, "north"), (2, "south")])
+    return hyper_files.create(path, tables, references=[("sales", "id", "regions")])
 
 
 def stored(hyper_files: Any, emulator: Emulator, name: str) -> dict[str, list[tuple]]:
@@ -662,3 +667,20 @@ def test_a_publish_of_several_gigabytes_keeps_the_clients_memory_flat(
     # allocator's timing has added 150 MB once. Reading the file whole, or keeping each of
     # the 3 GB's 61 chunks, would add gigabytes; keeping 3 MB per chunk would still fail.
     assert big - small < 4 * chunk, f"peak RSS {small / 2**20:.0f} MB vs {big / 2**20:.0f} MB"
+
+
+def test_the_servers_reply_to_two_facts_maps_to_data_model_error(
+    client: TableauClient, hyper_files: Any, tmp_path: Path
+) -> None:
+    """Two unrelated tables are two facts: the server's 400000 is the local check's error."""
+    path = sales(hyper_files, tmp_path / "two.hyper", range(3), extra=False)
+    with Connection(hyper_files.hyper.endpoint, path) as connection:
+        connection.execute_command('CREATE TABLE "Extract"."other" (x INT)')
+    with pytest.raises(TableauRequestError) as refused:
+        client.publish_file(path, "two", client.project("Default").id)
+    assert refused.value.status == 400
+    mapped = server_refusal(refused.value, "two")
+    assert isinstance(mapped, DataModelError)
+    assert "exactly one fact table" in str(mapped) and "tables=[...]" in str(mapped)
+    other = TableauRequestError(400, "400000", "Bad Request", "bad name", call="publish")
+    assert server_refusal(other, "two") is None
