@@ -53,8 +53,8 @@ from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.publish import Publisher
-from hyper_assets.types import sql_name
 from hyper_assets.tables import Catalog
+from hyper_assets.types import sql_name
 
 Column = TableDefinition.Column
 NAME, PROJECT = "Sales", "Default"
