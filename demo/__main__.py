@@ -34,11 +34,11 @@ from tableauhyperapi import Connection, TableName, escape_name
 
 from demo.data import FIRST_DAY, LAST_DAY, arrive
 from demo.definitions import (
-    DATASOURCE,
+    DATASOURCES,
     EMULATOR_SITE,
     PROJECT,
+    TABLES,
     build_definitions,
-    flights_datasource,
     local_emulator,
 )
 from demo.spark import spark_config, stderr_to
@@ -80,19 +80,23 @@ def run_job(defs: Definitions, name: str, instance: DagsterInstance, **options: 
     assert result.success
 
 
-def publish(defs: Definitions, instance: DagsterInstance) -> dict[str, Any]:
+def publish(defs: Definitions, instance: DagsterInstance) -> list[dict[str, Any]]:
+    """Runs the publish job: each data source's metadata, in the order of DATASOURCES."""
     result = defs.resolve_job_def("publish_job").execute_in_process(
         instance=instance, run_config=QUIET
     )
-    (materialization,) = result.asset_materializations_for_node(flights_datasource.op.name)
-    return {key: value.value for key, value in materialization.metadata.items()}
+    published = []
+    for datasource in DATASOURCES:
+        (materialization,) = result.asset_materializations_for_node(datasource.op.name)
+        published.append({key: value.value for key, value in materialization.metadata.items()})
+    return published
 
 
 def land_and_sense(
     defs: Definitions, instance: DagsterInstance, landing: Path, day: dt.date
 ) -> None:
     """Lands `day`, runs what the landing sensors ask for (tagged as their runs would be),
-    then the facts' checks, as `after_facts` does after a fact run."""
+    with their checks."""
     arrive(landing, [day])
     for name in ("flights_job", "weather_job"):
         sensor = defs.resolve_sensor_def(f"{name}_landing_sensor")
@@ -102,29 +106,37 @@ def land_and_sense(
         for request in tick.run_requests or []:
             print(f"{sensor.name}: run {name} for {request.partition_key}")
             run_job(defs, name, instance, partition_key=request.partition_key, tags=request.tags)
-    run_job(defs, "fact_checks_job", instance)
 
 
-def compare(hyper: SharedHyper, local: Path, remote: Path) -> list[tuple[str, int, bool]]:
-    """(table, local rows, equal to the emulator's copy) for every table of the file."""
+def compare(
+    hyper: SharedHyper, local: Path, remote: Path, tables: list[str]
+) -> list[tuple[str, int, bool]]:
+    """(table, local rows, equal to the emulator's copy) for each of `tables` (of schema
+    Extract); a table the copy lacks, or holds besides them, is not equal."""
     out = []
     with Connection(hyper.endpoint) as connection:
         for alias, path in (("local", local), ("remote", remote)):
             connection.execute_command(
                 f"ATTACH DATABASE {escape_name(str(path))} AS {escape_name(alias)}"
             )
-        for schema in connection.catalog.get_schema_names("local"):
+        for name in tables:
+            mine, theirs = (TableName(alias, "Extract", name) for alias in ("local", "remote"))
+            rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {mine}")
+            if not connection.catalog.has_table(theirs):
+                out.append((f"Extract.{name}", rows, False))
+                continue
+            differ = connection.execute_scalar_query(
+                f"SELECT COUNT(*) FROM ((SELECT * FROM {mine} EXCEPT ALL SELECT * FROM "
+                f"{theirs}) UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM "
+                f"{mine})) AS d"
+            )
+            out.append((f"Extract.{name}", rows, differ == 0))
+        for schema in connection.catalog.get_schema_names("remote"):
             for table in connection.catalog.get_table_names(schema):
-                name = table.name.unescaped
-                mine = TableName("local", schema.name.unescaped, name)
-                theirs = TableName("remote", schema.name.unescaped, name)
-                rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {mine}")
-                differ = connection.execute_scalar_query(
-                    f"SELECT COUNT(*) FROM ((SELECT * FROM {mine} EXCEPT ALL SELECT * FROM "
-                    f"{theirs}) UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM "
-                    f"{mine})) AS d"
-                )
-                out.append((f"{schema.name.unescaped}.{name}", rows, differ == 0))
+                if (schema.name.unescaped, table.name.unescaped) not in (
+                    ("Extract", name) for name in tables
+                ):
+                    out.append((f"{schema.name.unescaped}.{table.name.unescaped}", 0, False))
     return out
 
 
@@ -169,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_log = args.data / "spark.log"
         story.step(f"Starting Spark ({args.spark_master}; what it prints goes to {spark_log})")
         start_spark(args.spark_master, spark_log)
-        story.step(f"Dimensions airlines, airports, planes (Spark -> {database})")
+        story.step(f"Dimensions airlines, airports, destinations, planes (Spark -> {database})")
         run_job(defs, "dimensions_job", instance)
         story.step(f"Facts flights, weather: {len(history)} days in one run")
         run_job(
@@ -181,48 +193,61 @@ def main(argv: list[str] | None = None) -> int:
                 "dagster/asset_partition_range_end": str(history[-1]),
             },
         )
-        run_job(defs, "fact_checks_job", instance)
         story.step(f"Publishing {database} to the emulator")
         publishes = [publish(defs, instance)]
-        print(f"{publishes[-1]['publish']}: {publishes[-1]['reason']}")
+        for datasource, result in zip(DATASOURCES, publishes[-1], strict=True):
+            print(f"{datasource.key.to_user_string()}: {result['publish']}: {result['reason']}")
 
         story.step(f"{SENSOR_DAY} lands; the landing sensors see it")
         land_and_sense(defs, instance, landing, SENSOR_DAY)
         story.step("Publishing what changed")
         publishes.append(publish(defs, instance))
 
-        tables = compare(
-            hyper, database, emulator.datasource_file(DATASOURCE, PROJECT, EMULATOR_SITE)
-        )
+        tables = {
+            name: compare(
+                hyper, database, emulator.datasource_file(name, PROJECT, EMULATOR_SITE), held
+            )
+            for name, held in TABLES.items()
+        }
     hyper.close()
     return summary(story, database, tables, publishes)
 
 
 def summary(
-    story: Story, database: Path, tables: list[tuple[str, int, bool]], publishes: list[dict]
+    story: Story,
+    database: Path,
+    tables: dict[str, list[tuple[str, int, bool]]],
+    publishes: list[list[dict]],
 ) -> int:
+    """Prints each data source's tables against its emulator copy, and each publish."""
     story.step("Summary")
     print(f"{database}: {database.stat().st_size / 2**20:.1f} MiB")
-    for name, rows, equal in tables:
-        print(f"  {name:<20} {rows:>9,} rows   emulator copy {'equal' if equal else 'DIFFERS'}")
-    for number, result in enumerate(publishes, 1):
-        print(
-            f"  publish {number}: {result['publish']:<6} {result['sent_vs_file']}, "
-            f"{result['batches'] or 1} request(s), {result['seconds']:.1f} s ({result['reason']})"
-        )
-        sent = (
-            f"{r.data['action']} {r.data['rows']:,} rows of {r.data['table']}"
-            for r in result["sent"].records
-        )
-        print(f"             {'; '.join(sent)}")
-        print(f"             Tableau jobs: {result['tableau_job_ids']}")
+    for index, (datasource, compared) in enumerate(tables.items()):
+        print(f"  data source {datasource!r}:")
+        for name, rows, equal in compared:
+            state = "equal" if equal else "DIFFERS"
+            print(f"    {name:<22} {rows:>9,} rows   emulator copy {state}")
+        for number, published in enumerate(publishes, 1):
+            result = published[index]
+            print(
+                f"    publish {number}: {result['publish']:<6} {result['sent_vs_file']}, "
+                f"{result['batches'] or 1} request(s), {result['seconds']:.1f} s "
+                f"({result['reason']})"
+            )
+            sent = (
+                f"{r.data['action']} {r.data['rows']:,} rows of {r.data['table']}"
+                for r in result["sent"].records
+            )
+            print(f"               {'; '.join(sent)}")
+            print(f"               Tableau jobs: {result['tableau_job_ids']}")
     print(f"Done in {time.perf_counter() - story.started:.0f} s.")
     print(
         "\nExplore it: `make ui`, open http://127.0.0.1:3000 (Automation: start the two\n"
         "landing sensors and after_facts), then land the last day and watch it\n"
         f"run and publish: .venv/bin/python -m demo.arrive --day {YOUR_DAY}"
     )
-    return 0 if all(equal for _, _, equal in tables) else 1
+    every = [equal for compared in tables.values() for _, _, equal in compared]
+    return 0 if every and all(every) else 1
 
 
 if __name__ == "__main__":

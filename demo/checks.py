@@ -4,7 +4,8 @@ From `hyper_assets.build_hyper_checks`: each dimension's primary key is unique a
 NULL (blocking); fact rows whose key is missing from its dimension are counted (a
 warning: they are real data, kept on purpose); every table or day a run writes has
 rows, at least half as many per day as the run before (a warning: 2013-12-31 really has
-no weather); flights always have a carrier and an origin. From
+no weather); flights always have a carrier and an origin. The facts' checks are
+partitioned: each day a run writes gets its own result. From
 `publish_freshness_check`: no change waits more than an hour to reach Tableau.
 From Dagster: column-schema changes and time-partition freshness.
 """
@@ -20,30 +21,31 @@ from dagster import (
     multi_asset_check,
 )
 
-from demo.assets import airlines, airports, flights, planes, weather
+from demo.assets import airlines, airports, destinations, flights, planes, weather
 from hyper_assets import build_hyper_checks, publish_freshness_check
 
-DIMENSIONS = (airlines, airports, planes)
+DIMENSIONS = (airlines, airports, destinations, planes)
 FACTS = (flights, weather)
 
 
-def build_checks(published: AssetsDefinition | None = None) -> Sequence[AssetChecksDefinition]:
+def build_checks(
+    published: Sequence[AssetsDefinition] = (),
+) -> Sequence[AssetChecksDefinition]:
     """Every check of the demo, freshness checks last (they need their own sensor).
 
-    With the publish asset `published`, also the check that its copy is fresh.
+    With the publish assets `published`, also the checks that their copies are fresh.
     """
     return [
-        *build_hyper_checks(
-            [*DIMENSIONS, *FACTS],
-            not_null={"flights": ["carrier", "origin"]},
-            row_count_severity=AssetCheckSeverity.WARN,
-        ),
-        *([publish_freshness_check(published, max_lag_minutes=60)] if published else []),
-        *_named(
-            "column_schema_change", build_column_schema_change_checks(assets=[*DIMENSIONS, *FACTS])
-        ),
+        *HYPER_CHECKS,
+        *(publish_freshness_check(p, max_lag_minutes=60) for p in published),
+        *SCHEMA_CHECKS,
         *FRESHNESS_CHECKS,
     ]
+
+
+def checks_of(fact: AssetsDefinition) -> list[AssetChecksDefinition]:
+    """The library's checks of `fact`: partitioned, so a fact run runs them on its days."""
+    return [c for c in HYPER_CHECKS if {s.asset_key for s in c.check_specs} == {fact.key}]
 
 
 def _named(name: str, checks: Sequence[AssetChecksDefinition]) -> list[AssetChecksDefinition]:
@@ -60,6 +62,17 @@ def _named(name: str, checks: Sequence[AssetChecksDefinition]) -> list[AssetChec
     ]
 
 
+HYPER_CHECKS = build_hyper_checks(
+    [*DIMENSIONS, *FACTS],
+    not_null={"flights": ["carrier", "origin"]},
+    row_count_severity=AssetCheckSeverity.WARN,
+)
+"""The library's checks, run inside Hyper; the facts' are partitioned (one per day)."""
+SCHEMA_CHECKS = _named(
+    "column_schema_change", build_column_schema_change_checks(assets=[*DIMENSIONS, *FACTS])
+)
+"""Dagster's column-schema checks: unpartitioned, so they run with the publish, not with
+a partitioned run (which would plan them once per day and leave all but one skipped)."""
 FRESHNESS_CHECKS = _named(
     "partition_freshness",
     build_time_partition_freshness_checks(

@@ -20,24 +20,45 @@ from dagster import (
     run_status_sensor,
 )
 
-from demo.assets import Landing, airlines, airports, flights, planes, weather
-from demo.checks import FACTS, FRESHNESS_CHECKS, build_checks
+from demo.assets import Landing, airlines, airports, destinations, flights, planes, weather
+from demo.checks import FACTS, FRESHNESS_CHECKS, SCHEMA_CHECKS, build_checks, checks_of
 from demo.spark import DemoSpark, spark_config
-from hyper_assets import HyperIOManager, TableauServerResource, tableau_datasource_asset
+from hyper_assets import (
+    HyperIOManager,
+    TableauServerResource,
+    quality_warning_sensor,
+    tableau_datasource_asset,
+)
 from hyper_assets.sensors import landing_sensor
 
 DAY_IN_NAME = r"_(\d{4}-\d{2}-\d{2})\.parquet$"
-DATASOURCE = "nycflights13"
 #: A project name or path ("Sales/EMEA"); the built-in project of a site is "Default".
 PROJECT = os.environ.get("TABLEAU_PROJECT", "Default")
 
-#: The published data source, downstream of every table of the file.
+#: The published data sources: one star each, as Tableau takes a published file. The file
+#: holds two facts sharing `airports`, which Tableau refuses as one data source. Their
+#: keys are under `tableau/`: the default key of "Flights" is the table's, `flights`.
+TABLES = {
+    "Flights": ["flights", "airlines", "airports", "destinations", "planes"],
+    "Weather": ["weather", "airports"],
+}
 flights_datasource = tableau_datasource_asset(
-    datasource=DATASOURCE,
+    datasource="Flights",
+    key=["tableau", "flights"],
     project=PROJECT,
-    deps=[airlines, airports, planes, flights, weather],
+    deps=[flights, airlines, airports, destinations, planes],
+    tables=TABLES["Flights"],
     group_name="tableau",
 )
+weather_datasource = tableau_datasource_asset(
+    datasource="Weather",
+    key=["tableau", "weather"],
+    project=PROJECT,
+    deps=[weather, airports],
+    tables=TABLES["Weather"],
+    group_name="tableau",
+)
+DATASOURCES = (flights_datasource, weather_datasource)
 
 
 def build_definitions(
@@ -50,64 +71,67 @@ def build_definitions(
     """The demo wired to a landing directory, a `.hyper` file, a Spark master and a server.
 
     The landing sensors start stopped: backfill the landed history first (one run for a
-    partition range), then start them; they skip the days that backfill loaded. After
-    each successful fact run, `after_facts` checks the facts once and publishes what
-    changed. `lag_cron` is when the published copy's lag is checked.
+    partition range), then start them; they skip the days that backfill loaded. A fact run
+    checks each day it wrote; after each successful one, `after_facts` publishes what
+    changed. `lag_cron` is when the published copy's lag is checked. The quality warning
+    sensors show failed blocking checks and a late publish on each data source in Tableau.
     """
     dimensions_job = define_asset_job("dimensions_job", AssetSelection.groups("dimensions"))
-    # Partitioned runs write, `fact_checks_job` checks: Dagster plans a check once per
-    # partition of a partitioned run and a check reports once, so a 364-day backfill would
-    # leave 363 "Skipped" entries in each check's history. Checked once per run instead.
-    facts = AssetSelection.groups("facts")
-    facts_job = define_asset_job("daily_facts_job", facts.without_checks())
-    fact_checks_job = define_asset_job("fact_checks_job", AssetSelection.checks_for_assets(*FACTS))
+    # The facts' checks are partitioned: a run checks the days it wrote, one result each.
+    fact_checks = [c for fact in FACTS for c in checks_of(fact)]
+    facts = AssetSelection.groups("facts").without_checks()
+    facts_job = define_asset_job("daily_facts_job", facts | AssetSelection.checks(*fact_checks))
     # One sensor per fact, each with its job (`flights_job`, ...), which likewise writes
-    # without checks and reaches Definitions through its sensor.
+    # and checks, and reaches Definitions through its sensor.
     landing_sensors = [
         landing_sensor(
             assets=fact,
             directory=landing,
             pattern=f"{fact.key.path[-1]}_*.parquet",
             partition_key=DAY_IN_NAME,
+            checks=checks_of(fact),
         )
         for fact in FACTS
     ]
-    publish_job = define_asset_job("publish_job", [flights_datasource])
+    # Dagster's own column-schema and freshness checks are unpartitioned: they run with
+    # the publish (and the freshness sensor), not in a partitioned run.
+    publish_job = define_asset_job(
+        "publish_job",
+        AssetSelection.assets(*DATASOURCES)
+        | AssetSelection.checks(*SCHEMA_CHECKS, *FRESHNESS_CHECKS),
+    )
     # The published copy's lag, checked between publishes (right after one it is 0).
+    checks = build_checks(DATASOURCES)
     publish_lag_job = define_asset_job(
-        "publish_lag_job", AssetSelection.checks_for_assets(flights_datasource)
+        "publish_lag_job", AssetSelection.checks_for_assets(*DATASOURCES)
     )
 
     @run_status_sensor(
         run_status=DagsterRunStatus.SUCCESS,
         monitored_jobs=[facts_job, *(s.job for s in landing_sensors)],
-        request_jobs=[fact_checks_job, publish_job],
+        request_job=publish_job,
     )
-    def after_facts(context: RunStatusSensorContext) -> list[RunRequest]:
-        """A fact run succeeded: check the facts once, and send the change to Tableau."""
-        run_id = context.dagster_run.run_id
-        return [
-            RunRequest(run_key=f"checks:{run_id}", job_name=fact_checks_job.name),
-            RunRequest(run_key=f"publish:{run_id}", job_name=publish_job.name),
-        ]
+    def after_facts(context: RunStatusSensorContext) -> RunRequest:
+        """A fact run succeeded (its checks included): send the change to Tableau."""
+        return RunRequest(run_key=f"publish:{context.dagster_run.run_id}")
 
     return Definitions(
         assets=[
             airlines,
             airports,
+            destinations,
             planes,
             flights,
             weather,
-            flights_datasource,
+            *DATASOURCES,
         ],
-        asset_checks=build_checks(flights_datasource),
+        asset_checks=checks,
         # One process per run: Spark starts once for an asset and its checks, and local
         # Spark parallelises inside the step anyway.
         executor=in_process_executor,
         jobs=[
             dimensions_job,
             facts_job,
-            fact_checks_job,
             publish_job,
             publish_lag_job,
         ],
@@ -119,6 +143,7 @@ def build_definitions(
             *landing_sensors,
             after_facts,
             build_sensor_for_freshness_checks(freshness_checks=FRESHNESS_CHECKS),
+            *(quality_warning_sensor(d, checks) for d in DATASOURCES),
         ],
         resources={
             "io_manager": HyperIOManager(database=database),

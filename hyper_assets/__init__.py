@@ -14,6 +14,7 @@ from hyper_assets.errors import (
     DatabaseLockedError,
     DatabaseVersionError,
     DataError,
+    DataModelError,
     DataSourceExistsError,
     EmulatorConfigError,
     HomeConflictError,
@@ -57,6 +58,8 @@ from hyper_assets.tableau.assets import (
     tableau_datasource_asset,
 )
 from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.quality import QualityWarning, set_quality_warning
+from hyper_assets.tableau.quality_sensor import quality_warning_sensor
 from hyper_assets.transfer import StagingMode
 from hyper_assets.upgrade import VersionUpgrade, upgrade_database
 
@@ -71,6 +74,7 @@ __all__ = [
     "ConfigurationError",
     "CorruptFileError",
     "DataError",
+    "DataModelError",
     "DataSourceExistsError",
     "DatabaseLockedError",
     "DatabaseVersionError",
@@ -94,6 +98,7 @@ __all__ = [
     "PublishConfig",
     "PublishError",
     "PublishLockedError",
+    "QualityWarning",
     "S3Staging",
     "SchemaMismatchError",
     "StagingMode",
@@ -119,6 +124,8 @@ __all__ = [
     "not_null_check",
     "publish_condition",
     "publish_freshness_check",
+    "quality_warning_sensor",
+    "set_quality_warning",
     "tableau_datasource_asset",
     "upgrade_database",
 ]

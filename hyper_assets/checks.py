@@ -549,6 +549,7 @@ def build_hyper_checks(
     min_row_ratio: float | None = 0.5,
     row_count_severity: dg.AssetCheckSeverity = ERROR,
     io_manager_key: str = "io_manager",
+    partitioned: bool = True,
 ) -> list[dg.AssetChecksDefinition]:
     """The checks each asset's metadata calls for, run inside Hyper, one step per asset.
 
@@ -559,13 +560,27 @@ def build_hyper_checks(
     `<asset>_hyper_checks`): a step is a process under the default executor, and its
     start-up, not the SQL, is most of a check's time. The publish asset's check is
     `publish_freshness_check`.
+    A partitioned asset gets them as partitioned checks, one result per partition
+    (`hyper_assets.partitioned_checks`, on Dagster's preview); `partitioned=False` gives
+    it the unpartitioned checks instead.
     """
+    from hyper_assets.partitioned_checks import partitioned_checks  # builds on this module
+
     not_null = dict(not_null or {})
     definitions: list[dg.AssetChecksDefinition] = []
     for asset in assets:
         keys = _declared(asset).keys
         name = asset.key.to_user_string()
         checks: list[_Check] = []
+        if partitioned and asset.partitions_def is not None:
+            definitions += partitioned_checks(
+                asset,
+                not_null=not_null.pop(name, None),
+                min_row_ratio=min_row_ratio,
+                row_count_severity=row_count_severity,
+                io_manager_key=io_manager_key,
+            )
+            continue
         if keys.primary_key:
             checks.append(_primary_key(asset, io_manager_key, blocking=True))
         if keys.foreign_keys:

@@ -198,6 +198,13 @@ class ChecksSpec(dg.Resolvable):
         ),
     ] = 0.5
     row_count_severity: Literal["ERROR", "WARN"] = "ERROR"
+    partitioned: Annotated[
+        bool,
+        dg.Resolver.default(
+            description="Check a partitioned table per partition (Dagster's partitioned "
+            "asset checks, a preview in 1.13); false: one result for the whole table."
+        ),
+    ] = True
     publish_max_lag_minutes: Annotated[
         float | None,
         dg.Resolver.default(description="Fail when a change waits longer to be published."),
@@ -215,6 +222,13 @@ class TableauServerSpec(dg.Resolvable):
     ]
     site: str = ""
     verify_tls: bool = True
+    project_match_case: Annotated[
+        bool,
+        dg.Resolver.default(
+            description="Find the project by its exact letter case only; by default a name "
+            "in another case finds it when exactly one project matches regardless of case."
+        ),
+    ] = False
 
 
 @dataclass(frozen=True)
@@ -393,6 +407,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             min_row_ratio=self.checks.min_row_ratio,
             row_count_severity=dg.AssetCheckSeverity(self.checks.row_count_severity),
             io_manager_key=self.hyper_io_manager_key,
+            partitioned=self.checks.partitioned,
         )
 
     def _publish(
@@ -444,6 +459,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
                 token_name=server.token_name,
                 token_secret=dg.EnvVar(server.token_secret_env),
                 verify_tls=server.verify_tls,
+                project_match_case=server.project_match_case,
             )
         return resources
 

@@ -41,7 +41,8 @@ HyperAssetsError
 │       ├── TableauJobCancelledError
 │       └── TableauJobTimeoutError
 └── PublishError                    a publish could not finish; nothing unsent is lost
-    └── PublishLockedError          another publish of the file held it too long
+    ├── PublishLockedError          another publish of the file held it too long
+    └── DataModelError              tables that are not one star, which Tableau refuses
 
 The emulator's own "reply with this status" error is server-side code and lives in
 `hyper_assets.emulator.errors`; no client error derives from it.
@@ -290,3 +291,16 @@ class PublishError(HyperAssetsError):
 
 class PublishLockedError(PublishError):
     """Another publish of the same file held it for longer than the wait allowed."""
+
+
+class DataModelError(PublishError):
+    """The tables a data source holds are not one star (Tableau: "exactly one fact table").
+
+    `facts` lists the tables no foreign key references, `unreachable` the tables no key
+    path reaches from the fact; nothing was sent and nothing changed.
+    """
+
+    def __init__(self, message: str, *, facts: list[str], unreachable: list[str]):
+        super().__init__(message)
+        self.facts = facts
+        self.unreachable = unreachable

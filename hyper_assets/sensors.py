@@ -29,6 +29,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from dagster import (
+    AssetChecksDefinition,
     AssetKey,
     AssetRecordsFilter,
     AssetsDefinition,
@@ -64,12 +65,14 @@ def landing_sensor(
     name: str | None = None,
     minimum_interval_seconds: int = 30,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+    checks: Sequence[AssetChecksDefinition] = (),
 ) -> SensorDefinition:
     """A sensor requesting one run of `assets` per new file in `directory` matching `pattern`.
 
-    The run is of the sensor's job, `sensor.job`: it materialises exactly `assets`, without
-    their checks (a partitioned backfill of the job would plan each check once per
-    partition; run them once per run instead, e.g. from a run status sensor). It is named
+    The run is of the sensor's job, `sensor.job`: it materialises exactly `assets` and runs
+    `checks`, such as the partitioned checks `build_hyper_checks` makes, each reporting on
+    the partition written. Leave out unpartitioned checks of partitioned assets: a
+    partitioned backfill of the job would plan each once per partition. It is named
     `job_name`, by default after the sensor's `name` (`<name>_job`) if given, else after the
     asset keys (`flights_job`): two sensors of the same assets (two landing directories)
     need a name each. The assets must share one
@@ -94,7 +97,8 @@ def landing_sensor(
     root = Path(directory)
     job = define_asset_job(
         job_name or f"{name or '_'.join(sorted('__'.join(key.path) for key in asset_keys))}_job",
-        selection=AssetSelection.assets(*assets_defs).without_checks(),
+        selection=AssetSelection.assets(*assets_defs).without_checks()
+        | AssetSelection.checks(*checks),
     )
     sensor_name = name or f"{job.name}_landing_sensor"
 

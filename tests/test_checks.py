@@ -48,7 +48,10 @@ class World:
     no_tailnum_days: set[str] = field(default_factory=set)
 
 
-def definitions(world: World, database: Path) -> dg.Definitions:
+def definitions(world: World, database: Path, partitioned: bool = False) -> dg.Definitions:
+    """The assets of `world` with the library's checks: unpartitioned checks (the fallback),
+    or partitioned ones (one result per partition) for `flights`."""
+
     @dg.asset(metadata={"primary_key": ["carrier"]})
     def carriers() -> pa.Table:
         codes = world.carriers
@@ -78,7 +81,9 @@ def definitions(world: World, database: Path) -> dg.Definitions:
             }
         )
 
-    checks = build_hyper_checks([carriers, flights], not_null={"flights": ["tailnum"]})
+    checks = build_hyper_checks(
+        [carriers, flights], not_null={"flights": ["tailnum"]}, partitioned=partitioned
+    )
     return dg.Definitions(
         assets=[carriers, flights],
         asset_checks=checks,
@@ -97,12 +102,13 @@ class Setup:
     world: World
     database: Path
     instance: dg.DagsterInstance
+    partitioned: bool = False
 
     def run(
         self, asset: str, partition: str | None = None, tags: dict[str, str] | None = None
     ) -> dict[str, dg.AssetCheckEvaluation]:
         """Materialises `asset` with its checks; the checks' evaluations by name."""
-        defs = definitions(self.world, self.database)
+        defs = definitions(self.world, self.database, self.partitioned)
         result = dg.materialize(
             [*defs.assets, *defs.asset_checks],
             selection=[asset],
@@ -123,6 +129,27 @@ class Setup:
             for r in self.instance.all_logs(run.run_id)
             if r.user_message.startswith("Check ")
         ]
+
+    def run_partitioned(
+        self, asset: str, partition: str | None = None, tags: dict[str, str] | None = None
+    ) -> dict[str, dict[str | None, dg.AssetCheckEvaluation]]:
+        """Like `run` with partitioned checks: each check's evaluations by partition."""
+        self.partitioned = True
+        defs = definitions(self.world, self.database, partitioned=True)
+        result = dg.materialize(
+            [*defs.assets, *defs.asset_checks],
+            selection=[asset],
+            partition_key=partition,
+            tags=tags,
+            resources=defs.resources,
+            instance=self.instance,
+            raise_on_error=False,
+        )
+        assert result.get_asset_materialization_events(), "nothing materialised"
+        found: dict[str, dict[str | None, dg.AssetCheckEvaluation]] = {}
+        for e in result.get_asset_check_evaluations():
+            found.setdefault(e.check_name, {})[e.partition] = e
+        return found
 
 
 @pytest.fixture
@@ -354,3 +381,107 @@ def test_a_column_the_table_lacks_or_a_foreign_io_manager_is_named_in_the_error(
     io = {**defs.resources, "tables": dg.FilesystemIOManager(base_dir=str(tmp_path))}
     message = check_error(not_null_check(carriers, ["name"], io_manager_key="tables"), io)
     assert "under resource key 'tables', found a PickledObjectFilesystemIOManager" in message
+
+
+DAY1, DAY2, DAY3 = "2024-01-01", "2024-01-02", "2024-01-03"
+
+
+def test_partitioned_checks_give_each_partition_the_run_wrote_its_own_result(setup):
+    setup.run_partitioned("carriers")
+    first = setup.run_partitioned("flights", tags=RANGE)  # one run, three partitions
+    assert set(first) == {"foreign_keys_resolve", "row_count_vs_previous", "columns_not_null"}
+    for name, by_partition in first.items():
+        assert set(by_partition) == {DAY1, DAY2, DAY3}, name
+        assert all(e.passed for e in by_partition.values()), name
+    assert first["row_count_vs_previous"][DAY2].metadata["rows"].value == 4
+    assert first["row_count_vs_previous"][DAY2].description == "4 rows (no previous run)."
+
+    setup.world.per_day = {DAY2: 0}
+    setup.world.no_tailnum_days = {DAY3}
+    setup.world.flight_carrier = "ZZ"
+    second = setup.run_partitioned("flights", tags=RANGE)
+    rows = second["row_count_vs_previous"]
+    assert [p for p, e in sorted(rows.items()) if not e.passed] == [DAY2]
+    assert rows[DAY2].description == "no rows"
+    assert rows[DAY1].description == "4 rows (the previous run's 4 per partition)."
+    nulls = second["columns_not_null"]
+    assert [p for p, e in sorted(nulls.items()) if not e.passed] == [DAY3]
+    assert nulls[DAY3].metadata["nulls"].value == {"tailnum": 4}
+    orphans = second["foreign_keys_resolve"]
+    assert {p: e.metadata["orphan_rows"].value for p, e in orphans.items()} == {
+        DAY1: 4,
+        DAY2: 0,
+        DAY3: 4,
+    }
+    assert orphans[DAY1].severity == dg.AssetCheckSeverity.WARN
+
+    one = setup.run_partitioned("flights", "2024-01-04")  # one partition, its own run
+    assert {n: list(e) for n, e in one.items()} == {n: ["2024-01-04"] for n in first}
+    history = setup.instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("flights"), "row_count_vs_previous"), 10
+    )
+    assert [(r.partition, r.status.value) for r in history][:4] == [
+        ("2024-01-04", "SUCCEEDED"),
+        (DAY3, "SUCCEEDED"),
+        (DAY2, "FAILED"),
+        (DAY1, "SUCCEEDED"),
+    ]
+    # What the UI shows per partition: each result is about the partition's latest write.
+    key = dg.AssetCheckKey(dg.AssetKey("flights"), "columns_not_null")
+    state = setup.instance.event_log_storage.get_asset_check_state([(key, DAYS)])[key]
+    shown = {
+        s.value: sorted(subset.subset_value.get_partition_keys())
+        for s, subset in state.subsets.items()
+    }
+    assert shown["SUCCEEDED"] == [DAY1, DAY2, "2024-01-04"]
+    assert shown["FAILED"] == [DAY3]
+
+
+def test_a_partitioned_key_check_fails_the_partitions_holding_a_repeated_key(tmp_path: Path):
+    """A key repeated across two partitions fails both of them and holds back what is
+    downstream; the third partition passes."""
+    ids = {DAY1: [1, 2, None], DAY2: [3, 1], DAY3: [5, 6]}
+
+    @dg.asset(
+        partitions_def=DAYS,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        metadata={"partition_expr": "day", "primary_key": ["id"]},
+    )
+    def events(context: dg.AssetExecutionContext) -> pa.Table:
+        days = [k for k in context.partition_keys for _ in ids[k]]
+        values = [i for k in context.partition_keys for i in ids[k]]
+        return pa.table(
+            {
+                "day": pa.array([dt.date.fromisoformat(d) for d in days], pa.date32()),
+                "id": pa.array(values, pa.int64()),
+            }
+        )
+
+    @dg.asset(partitions_def=DAYS, deps=[events], backfill_policy=dg.BackfillPolicy.single_run())
+    def downstream() -> None: ...
+
+    checks = build_hyper_checks([events], min_row_ratio=None)
+    io = HyperIOManager(
+        database=str(tmp_path / "events.hyper"),
+        hyper=HyperResource(log_dir=str(tmp_path / "logs")),
+    )
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [events, downstream, *checks],
+            tags=RANGE,
+            resources={"io_manager": io},
+            instance=instance,
+            raise_on_error=False,
+        )
+    assert not result.success
+    (check,) = checks
+    assert check.check_specs and next(iter(check.check_specs)).blocking
+    by_partition = {e.partition: e for e in result.get_asset_check_evaluations()}
+    assert {p: e.passed for p, e in by_partition.items()} == {DAY1: False, DAY2: False, DAY3: True}
+    assert by_partition[DAY1].description == (
+        "1 row(s) share their key with another row; 1 row(s) have a NULL key"
+    )
+    assert by_partition[DAY2].metadata["rows_with_repeated_key"].value == 1
+    assert by_partition[DAY3].metadata["rows"].value == 2
+    materialized = {e.asset_key for e in result.get_asset_materialization_events()}
+    assert materialized == {events.key}  # the failed blocking check held downstream back

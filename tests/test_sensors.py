@@ -51,7 +51,7 @@ def not_landed() -> None:
 
 @asset_check(asset=daily)
 def daily_check() -> AssetCheckResult:
-    """A check the landing runs leave to a run of their own."""
+    """A check the landing runs leave out unless given it."""
     return AssetCheckResult(passed=True)
 
 
@@ -184,7 +184,7 @@ def test_a_day_only_some_of_the_assets_hold_runs_for_all_of_them(tmp_path, insta
     assert tick(sensor, instance, None).run_requests == []  # both hold it now
 
 
-def test_the_sensors_job_materialises_exactly_its_assets_without_checks(tmp_path, instance):
+def test_the_sensors_job_materialises_exactly_its_assets_and_the_checks_given(tmp_path, instance):
     sensor = make_sensor(tmp_path, assets=[daily, also_daily])
     assert sensor.job.name == "also_daily_daily_job"
     assert sensor.name == "also_daily_daily_job_landing_sensor"
@@ -204,6 +204,12 @@ def test_the_sensors_job_materialises_exactly_its_assets_without_checks(tmp_path
         for key in (daily.key, also_daily.key, not_landed.key)
     }
     assert held == {"daily": ["2013-01-02"], "also_daily": ["2013-01-02"], "not_landed": []}
+    checked = make_sensor(tmp_path, assets=[daily], checks=[daily_check], name="checked")
+    defs = Definitions(assets=[daily], asset_checks=[daily_check], sensors=[checked])
+    result = defs.resolve_job_def(checked.job.name).execute_in_process(
+        partition_key="2013-01-03", instance=instance
+    )
+    assert [e.check_name for e in result.get_asset_check_evaluations()] == ["daily_check"]
     named = make_sensor(tmp_path, job_name="land_days", name="days")
     assert (named.job.name, named.name) == ("land_days", "days")
 
@@ -340,7 +346,6 @@ def test_the_demo_serves_each_landing_sensor_with_its_job(tmp_path):
         "__ASSET_JOB",
         "daily_facts_job",
         "dimensions_job",
-        "fact_checks_job",
         "flights_job",
         "publish_job",
         "publish_lag_job",

@@ -44,10 +44,12 @@ MATERIALIZED = "Materialized"
 ASSETS = {
     "airlines": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
     "airports": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
+    "destinations": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
     "planes": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
     "flights": ("facts", ["hyper", "Spark"], "365 partitions"),
     "weather": ("facts", ["hyper", "Spark"], "365 partitions"),
-    "nycflights13": ("tableau", ["Tableau"], MATERIALIZED),
+    "tableau/flights": ("tableau", ["Tableau"], MATERIALIZED),
+    "tableau/weather": ("tableau", ["Tableau"], MATERIALIZED),
 }
 SENSOR_DAY = "2013-12-30"  # the day the demo's sensors ran: its partition has its own count
 RUN_ENDED = re.compile(r"^run_(success|failed|canceled)$")  # the run page's status icon
@@ -93,6 +95,7 @@ def test_ui_shows_what_the_demo_did_and_materialises_a_dimension(
             check_catalog(page)
             check_flights_row_counts(page, ui.url)
             check_a_check(page, ui.url)
+            check_each_days_check(page, ui.url)
             check_the_publish(page, ui.url)
             page.goto(f"{ui.url}/assets")
             materialise_airlines(page)
@@ -129,23 +132,35 @@ def check_flights_row_counts(page: Page, url: str) -> None:
 
 
 def check_a_check(page: Page, url: str) -> None:
-    """A check's page shows what it checks and its latest result."""
+    """A check's page shows what it checks and its latest result: the partitioned check's,
+    of the day the last run wrote."""
     page.goto(f"{url}/assets/flights?view=checks&checkDetail=row_count_vs_previous")
-    expect(
-        page.get_by_text(re.compile(r"^Each partition the latest run wrote has rows"))
-    ).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^Each partition the run wrote has rows"))).to_be_visible()
     expect(page.get_by_text("Passed", exact=True).first).to_be_visible()
-    expect(page.get_by_text("1 partition(s) with 968...968 rows each.")).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^968 rows \(the previous"))).to_be_visible()
+
+
+def check_each_days_check(page: Page, url: str) -> None:
+    """The partitioned check's Partitions tab: each day the demo wrote passed, the day
+    that has not landed is missing, and a day of the one-run backfill has its own result."""
+    page.goto(f"{url}/assets/flights?view=checks&checkDetail=row_count_vs_previous")
+    page.locator("button[role=tab]", has_text="Partitions").click()
+    for status in ("Passed (364)", "Missing (1)", "Failed (0)", "Skipped (0)"):
+        expect(page.get_by_text(status, exact=True)).to_be_visible()
+    page.get_by_placeholder("Filter by partition…").fill("2013-06-15")
+    page.get_by_text("2013-06-15", exact=True).first.click()
+    rows = source_counts("flights", [dt.date(2013, 6, 15)])["2013-06-15"]
+    expect(page.get_by_text(f"{rows} rows (no previous run).", exact=True)).to_be_visible()
 
 
 def check_the_publish(page: Page, url: str) -> None:
-    """The publish shows its table of sent rows, where it went, and a link to the data source."""
-    page.goto(f"{url}/assets/nycflights13")
+    """The publish of "Flights" shows its table of sent rows (its fact's day only), where it
+    went, and a link to the data source."""
+    page.goto(f"{url}/assets/tableau/flights")
     sent = page.locator("table").filter(has=page.get_by_role("columnheader", name="action"))
     expect(sent.first).to_be_visible()
     counts = {
-        t: source_counts(t, [dt.date.fromisoformat(SENSOR_DAY)])[SENSOR_DAY]
-        for t in ("flights", "weather")
+        t: source_counts(t, [dt.date.fromisoformat(SENSOR_DAY)])[SENSOR_DAY] for t in ("flights",)
     }
     for table, rows in counts.items():
         row = sent.first.get_by_role(

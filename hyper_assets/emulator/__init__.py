@@ -72,6 +72,7 @@ class Emulator:
             self._jobs,
             self._sessions,
             self.faults,
+            lambda: self._hyper.endpoint,
             max_payload_bytes=max_payload_bytes,
             api_version=api_version,
         )

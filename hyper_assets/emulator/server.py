@@ -16,10 +16,14 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from tableauhyperapi import Endpoint
+
 from hyper_assets._files import MEGABYTE
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import UPDATE, Job, JobRunner
+from hyper_assets.emulator.model import check_model
+from hyper_assets.emulator.quality import Fields, QualityWarnings
 from hyper_assets.emulator.sessions import Session, Sessions
 from hyper_assets.emulator.store import Datasource, Project, Site, Sites, UploadStore
 from hyper_assets.emulator.wire import (
@@ -73,6 +77,8 @@ Handler = Callable[["Api", Request], Reply]
 API = r"/api/(?P<version>\d+(?:\.\d+)*)"
 SITE = API + r"/sites/(?P<site>[^/]+)"
 DS = SITE + r"/datasources/(?P<ds>[^/]+)"
+DQW = SITE + r"/dataQualityWarnings"
+DQW_CONTENT = DQW + r"/(?P<content_type>[^/]+)/(?P<content>[^/]+)"
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,13 @@ ROUTES = [
     ),
     _route("GET", SITE + r"/jobs/(?P<job>[^/]+)", "get_job", "tableau:jobs:read"),
     _route("PUT", SITE + r"/jobs/(?P<job>[^/]+)", "cancel_job", "tableau:jobs:update"),
+    _route("POST", DQW_CONTENT, "add_warning"),
+    _route("GET", DQW_CONTENT, "list_warnings", READ),
+    _route("PUT", DQW_CONTENT, "update_only_warning"),
+    _route("DELETE", DQW_CONTENT, "delete_warnings"),
+    _route("GET", DQW + r"/(?P<dqw>[^/]+)", "get_warning", READ),
+    _route("PUT", DQW + r"/(?P<dqw>[^/]+)", "update_warning"),
+    _route("DELETE", DQW + r"/(?P<dqw>[^/]+)", "delete_warning"),
 ]
 
 
@@ -128,6 +141,7 @@ class Api:
         jobs: JobRunner,
         sessions: Sessions,
         faults: Faults,
+        endpoint: Callable[[], Endpoint],
         *,
         max_payload_bytes: int,
         api_version: str,
@@ -137,8 +151,10 @@ class Api:
         self.jobs = jobs
         self.sessions = sessions
         self.faults = faults
+        self.endpoint = endpoint
         self.max_payload_bytes = max_payload_bytes
         self.api_version = api_version
+        self.warnings = QualityWarnings()
 
     def handle(self, method: str, target: str, headers: Message, body: bytes) -> Reply:
         url = urlsplit(target)
@@ -333,12 +349,13 @@ class Api:
         else:
             raise bad_request("send the file as a tableau_datasource part or give uploadSessionId")
         overwrite = _flag(query, "overwrite")
+        try:  # refused before queuing
+            site.check_publish(name, project, overwrite)
+            check_model(self.endpoint(), staged, name)
+        except RestApiError:
+            staged.unlink(missing_ok=True)
+            raise
         if _flag(query, "asJob"):
-            try:
-                site.check_publish(name, project, overwrite)  # refused before queuing
-            except RestApiError:
-                staged.unlink(missing_ok=True)
-                raise
             job = self.jobs.submit_publish(
                 site.id, lambda: site.publish(name, project, staged, overwrite), staged
             )
@@ -403,6 +420,54 @@ class Api:
     def cancel_job(self, request: Request) -> Reply:
         self.jobs.cancel(request.on_site.id, request.groups["job"])
         return Reply(204)
+
+    # --- data quality warnings (hyper_assets.emulator.quality) ---------------------------------
+
+    def add_warning(self, request: Request) -> Reply:
+        assert request.session is not None
+        site, groups = request.on_site, request.groups
+        node = self.warnings.add(
+            site,
+            groups["content_type"],
+            groups["content"],
+            _fields(request),
+            request.session.user_id,
+        )
+        return Reply(200, [node])
+
+    def list_warnings(self, request: Request) -> Reply:
+        groups = request.groups
+        return Reply(
+            200, [self.warnings.list(request.on_site, groups["content_type"], groups["content"])]
+        )
+
+    def update_only_warning(self, request: Request) -> Reply:
+        site, groups = request.on_site, request.groups
+        fields = _fields(request)
+        return Reply(
+            200,
+            [self.warnings.update_only(site, groups["content_type"], groups["content"], fields)],
+        )
+
+    def delete_warnings(self, request: Request) -> Reply:
+        groups = request.groups
+        self.warnings.delete_all(request.on_site, groups["content_type"], groups["content"])
+        return Reply(204)
+
+    def get_warning(self, request: Request) -> Reply:
+        return Reply(200, [self.warnings.get(request.on_site, request.groups["dqw"])])
+
+    def update_warning(self, request: Request) -> Reply:
+        node = self.warnings.update(request.on_site, request.groups["dqw"], _fields(request))
+        return Reply(200, [node])
+
+    def delete_warning(self, request: Request) -> Reply:
+        self.warnings.delete(request.on_site, request.groups["dqw"])
+        return Reply(204)
+
+
+def _fields(request: Request) -> Fields:
+    return Fields.parse(request.body, request.headers.get("Content-Type") or "")
 
 
 def _flag(query: Mapping[str, str], name: str) -> bool:

@@ -17,9 +17,11 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from hyper_assets.errors import ConfigurationError
+from hyper_assets.errors import ConfigurationError, DataModelError
 from hyper_assets.io_manager import HyperIOManager
+from hyper_assets.spec import TableSpec
 from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.model import data_model, describe
 from hyper_assets.tableau.publish import DEFAULT_MAX_PAYLOAD_BYTES, Publisher, PublishResult
 from hyper_assets.tables import Catalog
 
@@ -42,6 +44,7 @@ def _publish(
     io_manager_key: str,
     tableau_key: str,
     max_payload_bytes: int,
+    tables: Sequence[str] | None,
 ) -> dict[str, Any]:
     io_manager = getattr(context.resources, io_manager_key)
     tableau = getattr(context.resources, tableau_key)
@@ -61,6 +64,7 @@ def _publish(
             max_payload_bytes=max_payload_bytes,
             logger=context.log,  # type: ignore[arg-type]
             saved=saved,
+            tables=tables,
         )
         result = publisher.publish(full=config.full)
         where = Destination(tableau.server_url, tableau.site, project, datasource)
@@ -170,6 +174,31 @@ def _dep_metadata(
     return found
 
 
+def _held(
+    deps: dict[dg.AssetKey, Mapping[str, Any]], tables: Sequence[str] | None
+) -> dict[dg.AssetKey, Mapping[str, Any]]:
+    """The dependencies whose table the data source holds: all of them without `tables`."""
+    if tables is None:
+        return deps
+    names = {name.rsplit(".", 1)[-1] for name in tables}
+    return {k: m for k, m in deps.items() if (m.get("table") or k.path[-1]) in names}
+
+
+def _declared_model(
+    sources: Mapping[dg.AssetKey, Mapping[str, Any]], datasource: str
+) -> dict[str, Any]:
+    """`data_model`: the model Tableau will build from the tables' declared keys (assets of
+    one-part keys in schema Extract, the IO manager's default)."""
+    specs = [TableSpec.parse(key.path, metadata, "Extract") for key, metadata in sources.items()]
+    if not specs:
+        return {}
+    try:
+        model = data_model({spec.table: spec.keys for spec in specs}, datasource)
+    except DataModelError as error:
+        return {"data_model": dg.MetadataValue.text(f"Not one star; Tableau refuses it. {error}")}
+    return {"data_model": dg.MetadataValue.md(describe(model))}
+
+
 def _lineage(columns: Mapping[dg.AssetKey, tuple[str, Sequence[str]]]) -> dg.TableColumnLineage:
     """Column `table.column` of the data source comes from `column` of the table's asset."""
     return dg.TableColumnLineage(
@@ -241,6 +270,7 @@ def tableau_datasource_asset(
     tableau_key: str = "tableau",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     automation_condition: dg.AutomationCondition | None = None,
+    tables: Sequence[str] | None = None,
 ) -> dg.AssetsDefinition:
     """An asset that publishes the `.hyper` file as data source `datasource` of `project`.
 
@@ -250,8 +280,14 @@ def tableau_datasource_asset(
     at definition time for the deps that declare a `dagster/column_schema`, and after each
     publish for every table in the file. To publish under Dagster's automation, pass
     `automation_condition=publish_condition()`.
+
+    `tables` (`"table"` or `"schema.table"`) are the tables of the file the data source
+    holds, every table without it. Tableau takes them only as one star: one fact table,
+    reaching every other through foreign keys (`hyper_assets.tableau.model`); publish each
+    star of a file as a data source of its own.
     """
-    tables = _dep_metadata(deps)
+    sources = _held(_dep_metadata(deps), tables)
+    declared = all(isinstance(d, dg.AssetsDefinition) for d in deps)
 
     @dg.asset(
         key=dg.AssetKey.from_coercible(key) if key else datasource_key(datasource),
@@ -259,7 +295,9 @@ def tableau_datasource_asset(
         kinds={"tableau"},
         group_name=group_name,
         required_resource_keys={io_manager_key, tableau_key},
-        metadata={"datasource": datasource, "project": project} | _declared_lineage(tables),
+        metadata={"datasource": datasource, "project": project}
+        | _declared_lineage(sources)
+        | (_declared_model(sources, datasource) if declared else {}),
         automation_condition=automation_condition,
         description=f"Tableau data source {datasource!r} in project {project!r}.",
     )
@@ -274,9 +312,10 @@ def tableau_datasource_asset(
             io_manager_key,
             tableau_key,
             max_payload_bytes,
+            tables,
         )
         io_manager = getattr(context.resources, io_manager_key)
-        lineage = _stored_lineage(io_manager, tables)
+        lineage = _stored_lineage(io_manager, sources)
         return dg.MaterializeResult(metadata=metadata | {"dagster/column_lineage": lineage})
 
     return publish_datasource
@@ -290,8 +329,10 @@ def build_publish_op(
     io_manager_key: str = "io_manager",
     tableau_key: str = "tableau",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    tables: Sequence[str] | None = None,
 ) -> dg.OpDefinition:
-    """An op that publishes the `.hyper` file; wire its `start` input after the writes."""
+    """An op that publishes the `.hyper` file (its `tables`, as `tableau_datasource_asset`
+    says); wire its `start` input after the writes."""
 
     @dg.op(
         name=name,
@@ -302,7 +343,14 @@ def build_publish_op(
     )
     def publish_op(context: dg.OpExecutionContext, config: PublishConfig) -> dg.Output[None]:
         metadata = _publish(
-            context, config, datasource, project, io_manager_key, tableau_key, max_payload_bytes
+            context,
+            config,
+            datasource,
+            project,
+            io_manager_key,
+            tableau_key,
+            max_payload_bytes,
+            tables,
         )
         return dg.Output(None, metadata=metadata)
 

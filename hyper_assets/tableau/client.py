@@ -148,6 +148,12 @@ class TableauServerResource(ConfigurableResource):
         description="What a Connected App's JWT grants: by default what a publish calls.",
     )
     api_version: str | None = Field(default=None, description="Default: the server's.")
+    project_match_case: bool = Field(
+        default=False,
+        description="Find projects by their exact letter case only. Default: a name in "
+        'another case ("default") finds the project when exactly one matches regardless '
+        "of case.",
+    )
     verify_tls: bool = Field(default=True, description="Verify the server's certificate.")
     connect_timeout_seconds: float = 10.0
     timeout_seconds: float = Field(default=300.0, description="Read/write timeout per request.")
@@ -381,8 +387,9 @@ class TableauClient:
         """The project at `path`: a name, or names from a parent down (`"Sales/EMEA"`).
 
         The names must match the end of exactly one project's full path; a leading "/"
-        anchors them at the top level. None or several is a `ProjectLookupError` listing
-        the candidates.
+        anchors them at the top level. Without such a match, names in another letter case
+        ("default") match too, unless `project_match_case`. None or several is a
+        `ProjectLookupError` listing the candidates.
         """
         wanted = tuple(path.strip("/").split("/"))
         items = list(self._list(f"lookup of project {path!r}", "projects", {}))
@@ -393,27 +400,36 @@ class TableauClient:
             return (*(names(parent) if parent else ()), item["name"])
 
         anchored = path.startswith("/")
-        projects, found = [], []
+        projects, found, folded = [], [], []
         for item in items:
             full = names(item)
             project = Project(
                 item["id"], item["name"], item.get("parentProjectId") or None, "/".join(full)
             )
             projects.append(project)
-            if (full if anchored else full[-len(wanted) :]) == wanted:
+            end = full if anchored else full[-len(wanted) :]
+            if end == wanted:
                 found.append(project)
+            elif not self._config.project_match_case and _folded(end) == _folded(wanted):
+                folded.append(project)
+        if not found and folded:
+            log.info(
+                "Project %r matched %s regardless of case", path, _listed([p.path for p in folded])
+            )
+        found = found or folded
         if len(found) == 1:
             return found[0]
         site = f"Tableau site {self._config.site!r}"
         if found:
             candidates = sorted(p.path for p in found)
+            how = "in its exact case" if found is folded else "by more of its path"
             raise AmbiguousProjectError(
-                f"{site} has {len(found)} projects matching {path!r}: {_listed(candidates)}. "
-                "Name one by more of its path, e.g. project="
-                f"{candidates[0]!r}.",
+                f"{site} has {len(found)} projects matching {path!r}"
+                f"{' regardless of case' if found is folded else ''}: {_listed(candidates)}. "
+                f"Name one exactly, {how}, e.g. project={candidates[0]!r}.",
                 candidates=candidates,
             )
-        named = sorted(p.path for p in projects if p.name == wanted[-1])
+        named = sorted(p.path for p in projects if _folded([p.name]) == _folded(wanted[-1:]))
         candidates = named or sorted(p.path for p in projects)
         raise ProjectNotFoundError(
             f"{site} has no project {path!r} that the token's user can see; "
@@ -733,6 +749,10 @@ def _page(reply: dict[str, Any], segment: str) -> tuple[list[dict[str, Any]], in
     page = reply["pagination"]
     items = _items(reply.get(segment), segment.removesuffix("s"))
     return items, int(page["pageSize"]), int(page["totalAvailable"])
+
+
+def _folded(names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(name.casefold() for name in names)
 
 
 def _listed(names: list[str], most: int = 20) -> str:

@@ -1,13 +1,15 @@
 """Publish a `.hyper` file to a Tableau data source: whole the first time, then what changed.
 
-A publish makes a plan while holding the database's lock, saves it in
-`<database>.outbox/plan/`, and then sends it:
+A publish sends the tables of one data source (every table of the file, or those given),
+which must be one star (`hyper_assets.tableau.model`). It makes a plan while holding the
+database's lock, saves it in the data source's directory of the outbox
+(`hyper_assets.tableau.positions`), and then sends it:
 
-- a *full* plan holds a copy of the file, published with overwrite. It is made for the
-  first publish, when asked, when the data source is gone from the server, when a table
-  was added or dropped or changed its shape (columns, types, nullability, collations,
-  keys) or the file its format version, and when a crash left an append whose outcome
-  cannot be told;
+- a *full* plan holds a copy of the file (of its tables, for a data source holding some),
+  published with overwrite. It is made for the first publish, when asked, when the data
+  source is gone from the server, when a table was added or dropped or changed its shape
+  (columns, types, nullability, collations, keys) or the file its format version, and
+  when a crash left an append whose outcome cannot be told;
 - an *update* plan holds batches, each a payload file and its actions, which the server
   applies atomically, in order (`hyper_assets.tableau.changes` says which actions).
 
@@ -19,7 +21,8 @@ Each batch's RequestID is derived from the plan, the changes it carries and its 
 number: a batch the server accepted but whose job was never seen is sent again with the
 same RequestID, which the server runs once. A failed job bumps the attempt (the server
 answers a RequestID with its first job for 24 hours), and the next run sends the batch
-again. Changes leave the outbox only once the plan carrying them has succeeded.
+again. Changes leave the outbox only once every data source holding their table has sent
+them.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,10 +58,13 @@ from hyper_assets.errors import (
 )
 from hyper_assets.outbox import Change, Outbox, read_json
 from hyper_assets.resource import HyperResource
+from hyper_assets.tableau import positions
 from hyper_assets.tableau.actions import Action, parse_batch
 from hyper_assets.tableau.changes import net_steps
 from hyper_assets.tableau.client import DataSource, Job, TableauClient
+from hyper_assets.tableau.model import held_tables, read_model, server_refusal
 from hyper_assets.tableau.payload import build_parts, pack, split_batch, write_batch
+from hyper_assets.tableau.subset import write_subset
 from hyper_assets.tables import Catalog, table_label
 from hyper_assets.types import sql_name
 
@@ -105,6 +111,9 @@ class Plan:
     rows: list[dict[str, Any]] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
     payload_bytes: int = 0
+    tables: list[str] = field(default_factory=list)  # the tables of the data source
+    position: int = 0  # the outbox's changes through this one are in the plan
+    started_tracking: bool = False  # its making started the outbox's tracking
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     database_version: int | None = None  # the file's format version; None in older plans
 
@@ -154,6 +163,7 @@ class Publisher:
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
         logger: logging.Logger | logging.LoggerAdapter[Any] = log,
         saved: Callable[[], None] = lambda: None,
+        tables: Sequence[str] | None = None,
     ) -> None:
         """`saved` runs after each step the publish saves beside the file (its plan, a
         batch's progress, the publish state, the changes cleared): an object-store home
@@ -162,13 +172,15 @@ class Publisher:
         self._saved = saved
         self.hyper, self.client, self.log = hyper, client, logger
         self.datasource, self.project = datasource, project
+        self.tables = list(tables) if tables is not None else None
         self.max_payload_bytes = max_payload_bytes
         self.lock_timeout_seconds = lock_timeout_seconds
-        self._lock_path = Path(f"{self.database}.publish.lock")
-        self._holder_path = Path(f"{self.database}.publish.holder.json")
         self.outbox = Outbox(self.database)
-        self._plan_dir = self.outbox.directory / "plan"
-        self._state_path = self.outbox.directory / "published.json"
+        self._home = positions.home(self.outbox, self._target())
+        self._lock_path = Path(f"{self.database}.publish.{self._home.name}.lock")
+        self._holder_path = Path(f"{self.database}.publish.{self._home.name}.holder.json")
+        self._plan_dir = self._home / "plan"
+        self._state_path = self._home / positions.STATE
 
     # --- the publish ---------------------------------------------------------------------------
 
@@ -178,8 +190,10 @@ class Publisher:
         `full` publishes the whole file, overwriting the data source, and drops a plan that
         an earlier run could not finish.
 
-        One publish of a file runs at a time: a second waits for the first (across
+        One publish of a data source runs at a time: a second waits for the first (across
         processes), then sends what is still unsent, so two runs never send a change twice.
+        `DataModelError`, before anything is sent or changed, when its tables are not one
+        star (`hyper_assets.tableau.model`).
         It waits up to `lock_timeout_seconds`, then raises `PublishLockedError` naming the
         process that holds the file.
         """
@@ -191,6 +205,8 @@ class Publisher:
         try:
             holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": _now()}
             write_json(self._holder_path, holder)
+            with self.hyper.lock(self.database):
+                positions.adopt(self.outbox, self._home, self._target())
             return self._publish(full)
         finally:
             lock.release()
@@ -202,9 +218,9 @@ class Publisher:
         except (OSError, ValueError, KeyError, TypeError):
             who = "a process that did not say who it is"
         return PublishLockedError(
-            f"Another publish of {self.database} still runs after {self.lock_timeout_seconds:g} s "
-            f"of waiting: {who}. If it hangs, stop it (the next publish resumes its plan); "
-            "else wait for it, or raise lock_timeout_seconds."
+            f"Another publish of {self.database} as {self.datasource!r} still runs after "
+            f"{self.lock_timeout_seconds:g} s of waiting: {who}. If it hangs, stop it (the next "
+            "publish resumes its plan); else wait for it, or raise lock_timeout_seconds."
         )
 
     def _publish(self, full: bool) -> PublishResult:
@@ -273,24 +289,32 @@ class Publisher:
         """
         with self.hyper.lock(self.database):
             with self.hyper.open(self.database, create=False) as connection:
-                self.outbox.settle(connection)
-                changes = self.outbox.changes()
-                fingerprint = _fingerprint(connection)
-                version = file_version(connection, self.database)
                 catalog = Catalog(connection)
+                tables = held_tables(catalog, self.tables, self.datasource)
+                read_model(connection, tables, self.datasource)  # refuses before any change
+                whole_file = len(tables) == len(catalog.tables())
+                self.outbox.settle(connection)
+                recorded = self.outbox.changes()
+                state = None if full_reason else self._state()
+                sent = state.get("position", 0) if state else 0
+                labels = [table_label(t) for t in tables]
+                changes = [c for c in recorded if c.seq > sent and c.table in tables]
+                position = max([sent, *(c.seq for c in recorded)])
+                fingerprint = _fingerprint(connection, tables)
+                version = file_version(connection, self.database)
                 types = {
                     c.table: {col.name: col.sql_type for col in catalog.columns(c.table)}
                     for c in changes
                     if catalog.exists(c.table)
                 }
-                reason = full_reason or _shape_reason(changes, fingerprint, version, self._state())
+                reason = full_reason or _shape_reason(changes, fingerprint, version, state)
                 rows = [
                     {
                         "table": table_label(t),
                         "action": "publish",
                         "rows": count_rows(connection, t),
                     }
-                    for t in (catalog.tables() if reason else [])
+                    for t in (tables if reason else [])
                 ]
             if not reason and not changes:
                 if replaces is not None:  # a full plan for another data source: moot
@@ -305,12 +329,18 @@ class Publisher:
                 self._target(),
                 database_version=version,
             )
+            plan.tables, plan.position = labels, position
             files = self._files(plan)
             shutil.rmtree(files, ignore_errors=True)
             files.mkdir(parents=True)
             if reason:
                 snapshot = files / "snapshot.hyper"
-                shutil.copyfile(self.database, snapshot)
+                if whole_file:
+                    shutil.copyfile(self.database, snapshot)
+                else:
+                    with self.hyper.open(self.database, create=False) as connection:
+                        write_subset(connection, self.database, tables, snapshot)
+                plan.started_tracking = not self.outbox.tracking
                 self.outbox.start_tracking()
                 plan.rows, plan.payload_bytes = rows, _size(snapshot)
             else:
@@ -381,8 +411,11 @@ class Publisher:
         else:
             jobs = self._send_batches(plan)
         with self.hyper.lock(self.database):
-            self.outbox.clear([Change.from_json(c) for c in plan.changes])
+            state = self._state()
+            assert state is not None
+            write_json(self._state_path, state | _sent(plan))
             shutil.rmtree(self._plan_dir)
+            self.outbox.clear(positions.sent_by_all(self.outbox))
         self._saved()
         return jobs
 
@@ -391,18 +424,35 @@ class Publisher:
         self.log.info(
             "Publishing %s whole (%d bytes): %s", self.database.name, _size(snapshot), plan.reason
         )
-        source = self.client.publish_file(
-            snapshot,
-            self.datasource,
-            project_id,
-            overwrite=True,
-            on_progress=self._upload_progress(snapshot.name),
-        )
+        try:
+            source = self.client.publish_file(
+                snapshot,
+                self.datasource,
+                project_id,
+                overwrite=True,
+                on_progress=self._upload_progress(snapshot.name),
+            )
+        except TableauRequestError as error:
+            refusal = server_refusal(error, self.datasource)
+            if refusal is None:
+                raise
+            self._forget(plan)
+            raise refusal from error
         state = {"target": self._target(), "datasource_id": source.id}
         shape = {"fingerprint": plan.fingerprint, "database_version": plan.database_version}
-        write_json(self._state_path, state | shape)
+        write_json(self._state_path, state | shape | _sent(plan))
         self._saved()
         return []
+
+    def _forget(self, plan: Plan) -> None:
+        """Drops a plan the server refused, and the tracking it started: as before it."""
+        with self.hyper.lock(self.database):
+            shutil.rmtree(self._plan_dir)
+            if plan.started_tracking and not any(
+                positions.position(d) for d in self._home.parent.glob("*")
+            ):
+                shutil.rmtree(self.outbox.directory)
+        self._saved()
 
     def _send_batches(self, plan: Plan) -> list[Job]:
         state = self._state()
@@ -596,6 +646,11 @@ def _parse_state(body: Any) -> dict[str, Any]:
     return dict(body)
 
 
+def _sent(plan: Plan) -> dict[str, Any]:
+    """What the publish state records once `plan` was sent: its tables, and its position."""
+    return {"position": plan.position, "tables": plan.tables}
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -653,15 +708,16 @@ def _shape_change(published: dict[str, Any], current: dict[str, Any]) -> str:
     return "changed its columns, nullability or keys"
 
 
-def _fingerprint(connection: Connection) -> dict[str, Any]:
+def _fingerprint(connection: Connection, tables: list[TableName]) -> dict[str, Any]:
     """What each table's shape on the server depends on; a change means a whole-file publish.
 
-    Per table, in plain JSON values: every column's name, SQL type, nullability and
-    collation, in order; the ASSUMED primary key and foreign keys.
+    Per table of the data source, in plain JSON values: every column's name, SQL type,
+    nullability and collation, in order; the ASSUMED primary key and the foreign keys to
+    the data source's tables.
     """
     catalog = Catalog(connection)
     shapes = {}
-    for table in catalog.tables():
+    for table in tables:
         definition = connection.catalog.get_table_definition(table)
         keys = catalog.keys(table)
         shapes[table_label(table)] = {
@@ -683,6 +739,7 @@ def _fingerprint(connection: Connection) -> dict[str, Any]:
                         "ref_columns": list(fk.ref_columns),
                     }
                     for fk in keys.foreign_keys
+                    if fk.ref_table in tables
                 ),
                 key=json.dumps,
             ),

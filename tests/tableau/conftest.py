@@ -15,6 +15,7 @@ from tableauhyperapi import (
     SchemaName,
     TableDefinition,
     TableName,
+    escape_name,
 )
 
 from hyper_assets.emulator import ConnectedApp, Emulator
@@ -39,7 +40,11 @@ class HyperFiles:
     def __init__(self, hyper: SharedHyper) -> None:
         self.hyper = hyper
 
-    def create(self, path: Path, tables: Tables) -> Path:
+    def create(
+        self, path: Path, tables: Tables, references: Sequence[tuple[str, str, str]] = ()
+    ) -> Path:
+        """`references` are ASSUMED foreign keys (table, column, dimension), all in schema
+        Extract, each to the dimension's NOT NULL `id`, made its primary key."""
         with Connection(self.hyper.endpoint, path, CreateMode.CREATE_AND_REPLACE) as conn:
             for (schema, table), (columns, rows) in tables.items():
                 conn.catalog.create_schema_if_not_exists(SchemaName(schema))
@@ -48,6 +53,15 @@ class HyperFiles:
                 with Inserter(conn, definition) as inserter:
                     inserter.add_rows(rows)
                     inserter.execute()
+            for dimension in dict.fromkeys(d for _, _, d in references):
+                conn.execute_command(
+                    f"ALTER TABLE {TableName('Extract', dimension)} ADD ASSUMED PRIMARY KEY (id)"
+                )
+            for table, column, dimension in references:
+                conn.execute_command(
+                    f"ALTER TABLE {TableName('Extract', table)} ADD ASSUMED FOREIGN KEY "
+                    f"({escape_name(column)}) REFERENCES {TableName('Extract', dimension)} (id)"
+                )
         return path
 
     def read(self, path: Path) -> dict[str, list[tuple[Any, ...]]]:

@@ -22,12 +22,13 @@ import dagster as dg
 import httpx
 import pytest
 import tableauserverclient as TSC
-from tableauhyperapi import SqlType, TableDefinition
+from tableauhyperapi import NOT_NULLABLE, Connection, SqlType, TableDefinition
 
 from hyper_assets.emulator import ConnectedApp, Emulator
 from hyper_assets.errors import (
     AmbiguousProjectError,
     ConfigurationError,
+    DataModelError,
     DataSourceExistsError,
     PayloadTooLargeError,
     ProjectNotFoundError,
@@ -41,9 +42,11 @@ from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
 from hyper_assets.tableau.client import Job, Project, TableauClient, TableauServerResource
 from hyper_assets.tableau.connected_app import b64url, connected_app_jwt, signature
+from hyper_assets.tableau.model import server_refusal
 
 Column = TableDefinition.Column
 COLUMNS = [Column("id", SqlType.int()), Column("label", SqlType.text())]
+REGION = [Column("id", SqlType.int(), NOT_NULLABLE), Column("label", SqlType.text())]
 TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py
 WRONG_SECRET = "wrong-secret-0xC0FFEE"
 RAW_TOKEN = ("raw", "raw-secret")  # the emulator fixture's second token
@@ -80,11 +83,13 @@ def rows(ids: range) -> list[tuple[int, str]]:
 
 
 def sales(hyper_files: Any, path: Path, ids: range, extra: bool = True) -> Path:
-    """A two-table extract: Extract.sales with `ids`, and Extract.regions."""
+    """A two-table extract: Extract.sales with `ids`, and Extract.regions, which `sales.id`
+    references (one star, as Tableau takes it)."""
     tables = {("Extract", "sales"): (COLUMNS, rows(ids))}
-    if extra:
-        tables[("Extract", "regions")] = (COLUMNS, [(1, "north"), (2, "south")])
-    return hyper_files.create(path, tables)
+    if not extra:
+        return hyper_files.create(path, tables)
+    tables[("Extract", "regions")] = (REGION, [(1, "north"), (2, "south")])
+    return hyper_files.create(path, tables, references=[("sales", "id", "regions")])
 
 
 def stored(hyper_files: Any, emulator: Emulator, name: str) -> dict[str, list[tuple]]:
@@ -149,6 +154,31 @@ def test_a_401_signs_in_again_once_and_then_gives_up(
     with pytest.raises(TableauSignInError, match="Check the personal access token"):
         client.project("Default")
     assert client.project("Default").name == "Default"  # the third 401, then a new session
+
+
+def test_a_project_in_another_case_is_found_when_only_one_matches(
+    client: TableauClient, emulator: Emulator
+) -> None:
+    tsc = TSC.Server(emulator.url, use_server_version=True)
+    tsc.auth.sign_in(TSC.PersonalAccessTokenAuth(*RAW_TOKEN, site_id=SITE))
+    finance = tsc.projects.create(TSC.ProjectItem("Finance"))
+    sales = tsc.projects.create(TSC.ProjectItem("Sales"))
+    tsc.projects.create(TSC.ProjectItem("Reports", parent_id=finance.id))
+    loud = tsc.projects.create(TSC.ProjectItem("REPORTS", parent_id=sales.id))
+    tsc.auth.sign_out()
+
+    assert client.project("default").path == "Default"
+    assert client.project("sales/reports") == Project(loud.id, "REPORTS", sales.id, "Sales/REPORTS")
+    assert client.project("REPORTS").id == loud.id  # an exact match wins
+    with pytest.raises(AmbiguousProjectError, match="regardless of case") as several:
+        client.project("reports")
+    assert several.value.candidates == ["Finance/Reports", "Sales/REPORTS"]
+    assert "in its exact case" in str(several.value)
+
+    with settings(emulator, project_match_case=True).client() as strict:
+        with pytest.raises(ProjectNotFoundError, match="no project 'sales/reports'") as none:
+            strict.project("sales/reports")
+        assert none.value.candidates == ["Finance/Reports", "Sales/REPORTS"]
 
 
 def test_project_paths_name_nested_projects_and_ambiguity_lists_candidates(
@@ -641,3 +671,20 @@ def test_a_publish_of_several_gigabytes_keeps_the_clients_memory_flat(
     if big - small >= 4 * chunk:
         big = min(big, peak(3 * 2**30))
     assert big - small < 4 * chunk, f"peak RSS {small / 2**20:.0f} MB vs {big / 2**20:.0f} MB"
+
+
+def test_the_servers_reply_to_two_facts_maps_to_data_model_error(
+    client: TableauClient, hyper_files: Any, tmp_path: Path
+) -> None:
+    """Two unrelated tables are two facts: the server's 400000 is the local check's error."""
+    path = sales(hyper_files, tmp_path / "two.hyper", range(3), extra=False)
+    with Connection(hyper_files.hyper.endpoint, path) as connection:
+        connection.execute_command('CREATE TABLE "Extract"."other" (x INT)')
+    with pytest.raises(TableauRequestError) as refused:
+        client.publish_file(path, "two", client.project("Default").id)
+    assert refused.value.status == 400
+    mapped = server_refusal(refused.value, "two")
+    assert isinstance(mapped, DataModelError)
+    assert "exactly one fact table" in str(mapped) and "tables=[...]" in str(mapped)
+    other = TableauRequestError(400, "400000", "Bad Request", "bad name", call="publish")
+    assert server_refusal(other, "two") is None

@@ -52,9 +52,11 @@ def test_server_info_projects_and_publish_round_trip(
     projects, pagination = server.projects.get()
     assert [p.name for p in projects] == ["Default"] and pagination.total_available == 1
 
-    cols = [Column("id", SqlType.int())]
+    cols = [Column("id", SqlType.int(), NOT_NULLABLE)]
     first = hyper_files.create(
-        tmp_path / "v1.hyper", {("Extract", "a"): (cols, [(1,)]), ("Extract", "b"): (cols, [(2,)])}
+        tmp_path / "v1.hyper",
+        {("Extract", "a"): (cols, [(1,)]), ("Extract", "b"): (cols, [(2,)])},
+        references=[("a", "id", "b")],
     )
     second = hyper_files.create(tmp_path / "v2.hyper", {("Extract", "a"): (cols, [(3,)])})
     created = publish(server, first, "Verkäufe 2024")
@@ -116,6 +118,10 @@ def test_star_schema_refresh_replaces_dimensions_and_appends_facts(
             ("Extract", "ad_customers"): (dim, [(10, "Acme")]),
             ("Extract", "ad_views"): (fact, [(100, 1, 10, date(2024, 5, 1))]),
         },
+        references=[
+            ("ad_views", "campaign_id", "marketing_campaigns"),
+            ("ad_views", "customer_id", "ad_customers"),
+        ],
     )
     payload = hyper_files.create(
         tmp_path / "star_payload.hyper",
@@ -257,6 +263,7 @@ def test_a_batch_whose_last_action_fails_leaves_the_data_source_unchanged(
             ("Extract", "a"): (loose, [(1, "x")]),
             ("Extract", "b"): (cols, [(2, "y")]),
         },
+        references=[("a", "id", "b")],
     )
     payload = hyper_files.create(
         tmp_path / "p.hyper", {("public", "rows"): (loose, [(3, "z"), (None, "no id")])}
@@ -339,3 +346,35 @@ def test_a_publish_as_job_is_polled_by_tsc(
     assert done.finish_code == 0 and done.datasource_id == created.id
     stored = emulator.datasource_file("async", "Default", SITE)
     assert hyper_files.read(stored) == {"Extract.t": [(2,)]}
+
+
+def test_a_file_that_is_not_one_star_is_refused_as_a_server_does(
+    server: TSC.Server, emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    """Two facts sharing a dimension: 400000, "exactly one fact table"; nothing stored."""
+    dim = [Column("id", SqlType.int(), NOT_NULLABLE), Column("name", SqlType.text())]
+    fact = [Column("dim_id", SqlType.int()), Column("n", SqlType.int())]
+    tables = {
+        ("Extract", "dim"): (dim, [(1, "one")]),
+        ("Extract", "f"): (fact, [(1, 1)]),
+        ("Extract", "g"): (fact, [(1, 2)]),
+    }
+    both = [("f", "dim_id", "dim"), ("g", "dim_id", "dim")]
+    galaxy = hyper_files.create(tmp_path / "galaxy.hyper", tables, references=both)
+    with pytest.raises(TSC.ServerResponseError) as refused:
+        publish(server, galaxy, "galaxy")
+    assert refused.value.code == "400000"
+    assert "it must contain exactly one fact table" in refused.value.detail
+    assert not list(emulator.site_dir(SITE).glob("*.hyper"))
+    assert not [p for p in (emulator.data_dir / ".emulator").rglob("*") if p.is_file()]
+
+    del tables[("Extract", "g")]
+    star = hyper_files.create(tmp_path / "star.hyper", tables, references=[("f", "dim_id", "dim")])
+    publish(server, star, "star")
+    lone = hyper_files.create(tmp_path / "lone.hyper", {("Any", "name"): (fact, [(2, 3)])})
+    publish(server, lone, "lone")
+    assert hyper_files.read(emulator.site_dir(SITE) / "lone.hyper") == {"Any.name": [(2, 3)]}
+    assert hyper_files.read(emulator.site_dir(SITE) / "star.hyper") == {
+        "Extract.dim": [(1, "one")],
+        "Extract.f": [(1, 1)],
+    }

@@ -3,6 +3,10 @@
 Assets return Arrow tables (the IO manager's Arrow path shares the Hyper side with the
 Spark path, and keeps these tests fast). After every publish, every table of the
 emulator's copy must equal the local file's, row for row.
+
+The file is one star, as Tableau takes it: `sales` references `products` and `events`.
+`stock` references `products` too, so a file holding it is two stars: its tests publish
+it as a data source of its own.
 """
 
 import json
@@ -39,6 +43,7 @@ from hyper_assets.errors import (
     AmbiguousProjectError,
     ConfigurationError,
     CorruptFileError,
+    DataModelError,
     PublishError,
     PublishLockedError,
     TableauConnectionError,
@@ -48,6 +53,7 @@ from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.publish import Publisher
+from hyper_assets.tables import Catalog
 from hyper_assets.types import sql_name
 
 Column = TableDefinition.Column
@@ -78,10 +84,14 @@ def sales_rows(day: date, seed: int, count: int) -> pa.Table:
         {
             "day": pa.array([day] * count, pa.date32()),
             "product": pa.array(rng.integers(1, 4, count), pa.int64()),
+            "event": pa.array(rng.integers(0, 4, count), pa.int64()),
             "amount": pa.array(rng.integers(100, 10_000, count) / 100),
             "customer": pa.array(rng.integers(10**6, 10**7, count)).cast(pa.string()),
         }
     )
+
+
+SALES_KEYS = {"product": "products.id", "event": "events.id"}
 
 
 def definitions(world: World, database: Path, tableau: TableauServerResource, **publish: Any):
@@ -95,7 +105,7 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
 
     @dg.asset(
         partitions_def=DAYS,
-        metadata={"partition_expr": "day"},
+        metadata={"partition_expr": "day", "foreign_keys": SALES_KEYS},
         backfill_policy=dg.BackfillPolicy.single_run(),
     )
     def sales(context: dg.AssetExecutionContext) -> pa.Table:
@@ -106,7 +116,9 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
             [sales_rows(start + timedelta(d), world.seed, count) for d in range(days)]
         )
 
-    @dg.asset(metadata={"write_mode": "append", "schema_evolution": "add_columns"})
+    @dg.asset(
+        metadata={"write_mode": "append", "schema_evolution": "add_columns", "primary_key": ["id"]}
+    )
     def events() -> pa.Table:
         ids, labels = zip(*world.appended, strict=True) if world.appended else ((), ())
         rows = {"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.string())}
@@ -114,7 +126,13 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
             rows["note"] = pa.array([f"{label}!" for label in labels], pa.string())
         return pa.table(rows)
 
-    @dg.asset(metadata={"write_mode": "upsert", "primary_key": ["id", "site"]})
+    @dg.asset(
+        metadata={
+            "write_mode": "upsert",
+            "primary_key": ["id", "site"],
+            "foreign_keys": {"id": "products.id"},
+        }
+    )
     def stock() -> pa.Table:
         """Keyed on two columns, one TEXT: the shape whose key an UPDATE must not SET."""
         ids, counts = zip(*world.upserted, strict=True) if world.upserted else ((), ())
@@ -133,7 +151,7 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
         faa, wkt = zip(*world.airports, strict=True) if world.airports else ((), ())
         return pa.table({"faa": pa.array(faa, pa.string()), "location": pa.array(wkt, pa.string())})
 
-    publish = {"project": PROJECT, **publish}
+    publish = {"project": PROJECT, "datasource": NAME, **publish}
     assets = {
         "products": products,
         "sales": sales,
@@ -142,7 +160,7 @@ def definitions(world: World, database: Path, tableau: TableauServerResource, **
         "airports": airports,
     }
     published = tableau_datasource_asset(  # its default key, `sales`, is the table's
-        datasource=NAME, deps=list(assets.values()), key="published_sales", **publish
+        deps=list(assets.values()), key=f"published_{publish['datasource'].lower()}", **publish
     )
     return assets, published
 
@@ -191,10 +209,11 @@ class Setup:
         )
         assert result.success
 
-    def publish(self, *, full: bool = False) -> dict[str, Any]:
+    def publish(self, *, full: bool = False, **options: Any) -> dict[str, Any]:
+        """Runs the publish asset with `publish_options`, overridden by `options`."""
         resources = self.resources()
         assets, published = definitions(
-            self.world, self.database, resources["tableau"], **self.publish_options
+            self.world, self.database, resources["tableau"], **(self.publish_options | options)
         )
         config = {"ops": {published.op.name: {"config": {"full": full}}}}
         result = dg.materialize(
@@ -210,17 +229,20 @@ class Setup:
         metadata["rows"] = [{k: r.data[k] for k in ("table", "action", "rows")} for r in sent]
         return metadata
 
-    def remote(self) -> Path:
+    def remote(self, datasource: str = NAME) -> Path:
         """The emulator's copy of the data source, in the folder of its project."""
         project = self.publish_options.get("project", PROJECT)
         folder = self.emulator.site_dir(SITE)
         if project != "Default":
             folder = folder.joinpath("projects", *project.split("/"))
-        return folder / f"{NAME}.hyper"
+        return folder / f"{datasource}.hyper"
 
-    def assert_equal(self) -> None:
-        """Every table of the emulator's copy holds the local table's rows (as multisets)."""
-        remote = self.remote()
+    def assert_equal(self, datasource: str = NAME, held: set[str] | None = None) -> None:
+        """Every table of the emulator's copy holds the local table's rows (as multisets).
+
+        The copy holds the local file's tables named in `held`, every table without it.
+        """
+        remote = self.remote(datasource)
         with Connection(self.hyper.endpoint) as connection:
             tables = {}
             for alias, path in (("local", self.database), ("remote", remote)):
@@ -230,6 +252,8 @@ class Setup:
                     for schema in connection.catalog.get_schema_names(alias)
                     for t in connection.catalog.get_table_names(schema)
                 }
+            if held is not None:
+                tables["local"] = {t for t in tables["local"] if t[1] in held}
             assert tables["remote"] == tables["local"]
             for schema, table in sorted(tables["local"]):
                 local, theirs = (TableName(a, schema, table) for a in ("local", "remote"))
@@ -251,9 +275,8 @@ def setup(tmp_path: Path, emulator: Emulator, hyper_files: Any, hyper: SharedHyp
 
 
 def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> None:
-    for asset in ("products", "events", "stock"):
+    for asset in ("products", "events"):
         setup.world.appended = [(1, "a")]
-        setup.world.upserted = [(1, 10)]
         setup.write(asset)
     setup.write("sales", "2024-03-01")
     first = setup.publish()
@@ -269,8 +292,6 @@ def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> N
     setup.write("sales", "2024-03-02")
     setup.world.appended = [(2, "b"), (3, "c")]
     setup.write("events")
-    setup.world.upserted = [(1, 11), (2, 20)]
-    setup.write("stock")
     setup.world.products = [(1, "green tea"), (2, "cake"), (3, "scone")]
     setup.write("products")
     second = setup.publish()
@@ -282,7 +303,6 @@ def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> N
         ("Extract.products", "replace", 3),
         ("Extract.sales", "window", 5),
         ("Extract.sales", "window", 5),
-        ("Extract.stock", "upsert", 2),
     ]
     setup.assert_equal()
     assert not Outbox(setup.database).changes()
@@ -332,34 +352,39 @@ def test_a_payload_above_the_limit_is_split_into_batches(setup: Setup) -> None:
     assert sum(r["rows"] for r in update["rows"]) == 60_000
     setup.assert_equal()
 
-    setup.world.upserted = [(1, 5)]
-    setup.write("stock")
-    assert setup.publish()["reason"] == "table Extract.stock is new"
+    setup.write("sales", "2024-03-01")  # its key to products waits for that table
+    assert setup.publish()["reason"] == "table Extract.sales is new"
     setup.assert_equal()
 
 
 def published_base(setup: Setup) -> None:
-    """Every table written and published whole, so later publishes are updates."""
-    setup.world.appended, setup.world.upserted = [(0, "zero")], [(0, 1)]
-    for asset in ("products", "events", "stock"):
+    """Every table of the star written and published whole, so later publishes are updates."""
+    setup.world.appended = [(0, "zero")]
+    for asset in ("products", "events"):
         setup.write(asset)
     setup.write("sales", "2024-03-01")
     assert setup.publish()["publish"] == "full"
 
 
 def some_changes(setup: Setup, step: int) -> None:
-    """An append (which would show twice if applied twice), an upsert and a partition."""
+    """An append (which would show twice if applied twice), a replace and a partition."""
     setup.world.appended = [(step * 10 + i, f"event {step}.{i}") for i in range(3)]
     setup.write("events")
-    setup.world.upserted = [(0, step), (step, step)]
-    setup.write("stock")
+    setup.world.products = [(1, f"tea {step}"), (2, "cake")]
+    setup.write("products")
     setup.world.seed = step
     setup.write("sales", "2024-03-01")
 
 
+def datasource_dir(setup: Setup) -> Path:
+    """Where the data source keeps its publish state and plan (the file's only one here)."""
+    (found,) = (Outbox(setup.database).directory / "datasources").glob("*")
+    return found
+
+
 def plan_batches(setup: Setup) -> list[dict[str, Any]]:
     """The batches of the saved plan, as saved; [] without a plan."""
-    path = Outbox(setup.database).directory / "plan" / "plan.json"
+    path = datasource_dir(setup) / "plan" / "plan.json"
     return json.loads(path.read_text())["batches"] if path.exists() else []
 
 
@@ -481,7 +506,7 @@ def test_a_batch_the_server_refuses_as_too_large_is_cut_and_sent(setup: Setup) -
     update = setup.publish()
     assert update["publish"] == "update" and update["batches"] >= 4
     counts = sorted((r["table"], r["action"]) for r in update["rows"] if r["rows"])
-    assert ("Extract.sales", "window") in counts and ("Extract.stock", "upsert") in counts
+    assert ("Extract.sales", "window") in counts and ("Extract.products", "replace") in counts
     setup.assert_equal()  # the window deleted once, every share of it inserted once
     assert not Outbox(setup.database).changes()
 
@@ -499,8 +524,8 @@ def test_an_unreadable_state_or_plan_is_named_and_a_full_publish_replaces_it(
     setup: Setup,
 ) -> None:
     published_base(setup)
-    outbox = Outbox(setup.database).directory
-    unreadable = ((outbox / "published.json", "{"), (outbox / "plan" / "plan.json", "[]"))
+    home = datasource_dir(setup)
+    unreadable = ((home / "published.json", "{"), (home / "plan" / "plan.json", "[]"))
     for step, (path, text) in enumerate(unreadable, start=1):
         some_changes(setup, step)
         path.parent.mkdir(exist_ok=True)
@@ -514,11 +539,13 @@ def test_an_unreadable_state_or_plan_is_named_and_a_full_publish_replaces_it(
 
 
 def test_a_table_dropped_from_the_file_is_published_whole(setup: Setup) -> None:
-    published_base(setup)
+    setup.write("products")
+    setup.write("sales", "2024-03-01")
+    assert setup.publish()["publish"] == "full"
     with Connection(setup.hyper.endpoint, setup.database) as connection:
-        connection.execute_command('DROP TABLE "Extract"."events"')
+        connection.execute_command('DROP TABLE "Extract"."sales"')  # a dimension cannot go
     dropped = setup.publish()
-    assert (dropped["publish"], dropped["reason"]) == ("full", "table Extract.events was dropped")
+    assert (dropped["publish"], dropped["reason"]) == ("full", "table Extract.sales was dropped")
     setup.assert_equal()
 
 
@@ -659,7 +686,7 @@ def test_kill_9_between_two_batches_then_a_rerun(setup: Setup) -> None:
     published_base(setup)
     setup.world.appended = [(i, f"event number {i} " * 3) for i in range(1, 60_001)]
     setup.write("events")
-    plan_file = Outbox(setup.database).directory / "plan" / "plan.json"
+    plan_file = datasource_dir(setup) / "plan" / "plan.json"
 
     def batch(index: int) -> dict[str, Any]:
         return json.loads(plan_file.read_text())["batches"][index] if plan_file.exists() else {}
@@ -741,7 +768,7 @@ def test_twenty_random_materialisations_with_publishes_and_faults(setup: Setup) 
     faults = setup.emulator.faults
     days = [f"2024-03-0{d}" for d in range(1, 8)]
     for step in range(1, 21):
-        kind = rng.choice(["dimension", "partition", "partition", "upsert", "append", "range"])
+        kind = rng.choice(["dimension", "partition", "partition", "append", "range"])
         if kind == "dimension":
             setup.world.products = [(i, f"product {i}.{step}") for i in range(rng.randint(1, 6))]
             setup.write("products")
@@ -752,10 +779,6 @@ def test_twenty_random_materialisations_with_publishes_and_faults(setup: Setup) 
             setup.world.seed = step
             first = rng.randrange(len(days) - 2)
             setup.write("sales", days[first], through=days[first + 2])
-        elif kind == "upsert":
-            upserted = {rng.randrange(8): step for _ in range(3)}
-            setup.world.upserted = list(upserted.items())
-            setup.write("stock")
         else:
             setup.world.appended = [(step * 100 + i, f"event {step}") for i in range(2)]
             setup.write("events")
@@ -866,7 +889,10 @@ def test_a_project_path_publishes_into_that_nested_project(setup: Setup) -> None
 
 
 def test_a_file_upgraded_to_a_newer_format_version_is_published_whole(setup: Setup) -> None:
-    """Tableau keeps the version of the file it was sent: an upgrade replaces its copy."""
+    """Tableau keeps the version of the file it was sent: an upgrade replaces its copy.
+
+    `totals`, which no key joins to the star, is in the file, not in the data source."""
+    setup.publish_options = {"tables": sorted(STAR)}
     published_base(setup)
 
     @dg.asset
@@ -882,7 +908,7 @@ def test_a_file_upgraded_to_a_newer_format_version_is_published_whole(setup: Set
         "full",
         "the file's format version changed (2 -> 3)",
     )
-    setup.assert_equal()
+    setup.assert_equal(NAME, STAR)
     assert remote_version(setup) == 3
     assert setup.publish()["publish"] == "none"
 
@@ -893,7 +919,7 @@ def test_a_file_upgraded_to_a_newer_format_version_is_published_whole(setup: Set
         "the file's format version changed (3 -> 4)",
     )
     assert remote_version(setup) == 4
-    setup.assert_equal()
+    setup.assert_equal(NAME, STAR)
 
 
 def test_a_version_0_file_is_published_whole_once_then_updated(setup: Setup) -> None:
@@ -943,3 +969,83 @@ def test_every_file_beside_the_database_has_one_mode(setup: Setup) -> None:
     assert {"sales.hyper", "sales.hyper.lock"} <= set(modes)
     assert len(modes) >= 6, modes  # and the outbox's, the publish's and compaction's files
     assert set(modes.values()) == {"0o664"}, modes
+
+
+STAR = {"sales", "products", "events"}
+
+
+def test_a_file_of_two_stars_is_refused_before_any_upload(setup: Setup) -> None:
+    """`sales` and `stock` both reference `products`: two facts, which Tableau refuses."""
+    setup.world.appended, setup.world.upserted = [(0, "zero")], [(1, 10)]
+    for asset in ("products", "events", "stock"):
+        setup.write(asset)
+    setup.write("sales", "2024-03-01")
+    with pytest.raises(DataModelError) as refused:
+        setup.publish()
+    assert sorted(refused.value.facts) == ["Extract.sales", "Extract.stock"]  # found here
+    assert "Extract.products is referenced by several tables" in str(refused.value)
+    assert "tables=[" in str(refused.value)
+    assert not setup.remote().exists()
+    assert not Outbox(setup.database).directory.exists()  # no tracking started, no state
+
+    assert setup.publish(tables=sorted(STAR))["publish"] == "full"
+    setup.assert_equal(NAME, STAR)
+
+
+def test_one_file_as_two_data_sources_sharing_a_dimension(setup: Setup) -> None:
+    """ "Sales" holds its star, "Stock" holds `stock` (keyed on two columns, one TEXT: the
+    shape whose key an UPDATE must not SET) and `products`. Each has its own place in the
+    outbox: a change to `products` goes to both, a change to a fact to its own only."""
+    sales = {"datasource": NAME, "tables": ["sales", "Extract.products", "events"]}
+    stock = {"datasource": "Stock", "tables": ["stock", "products"]}
+    setup.world.appended, setup.world.upserted = [(0, "zero")], [(1, 10)]
+    for asset in ("products", "events", "stock"):
+        setup.write(asset)
+    setup.write("sales", "2024-03-01")
+    assert setup.publish(**sales)["publish"] == "full"
+    assert setup.publish(**stock)["publish"] == "full"
+    setup.assert_equal(NAME, STAR)
+    setup.assert_equal("Stock", {"stock", "products"})  # those tables, and no other
+    with Connection(setup.hyper.endpoint, setup.remote("Stock")) as connection:
+        keys = Catalog(connection).keys(TableName("Extract", "stock"))
+    assert keys.primary_key == ("id", "site")
+    assert [(fk.columns, fk.ref_table.name.unescaped) for fk in keys.foreign_keys] == [
+        (("id",), "products")
+    ]
+
+    setup.world.products = [(1, "green tea"), (2, "cake"), (3, "scone")]
+    setup.write("products")
+    setup.world.upserted = [(1, 11), (2, 20)]
+    setup.write("stock")
+    sent = setup.publish(**stock)["rows"]
+    assert sorted((r["table"], r["action"], r["rows"]) for r in sent) == [
+        ("Extract.products", "replace", 3),
+        ("Extract.stock", "upsert", 2),
+    ]
+    assert [c.table.name.unescaped for c in Outbox(setup.database).changes()] == ["products"]
+    assert setup.publish(**sales)["rows"] == [
+        {"table": "Extract.products", "action": "replace", "rows": 3}
+    ]
+    assert not Outbox(setup.database).changes()
+    setup.assert_equal(NAME, STAR)
+    setup.assert_equal("Stock", {"stock", "products"})
+
+    setup.world.seed = 1
+    setup.write("sales", "2024-03-02")
+    assert setup.publish(**stock)["publish"] == "none"
+    assert setup.publish(**sales)["rows"] == [
+        {"table": "Extract.sales", "action": "window", "rows": 5}
+    ]
+    setup.assert_equal(NAME, STAR)
+
+
+def test_the_publish_state_of_an_earlier_version_is_adopted(setup: Setup) -> None:
+    """Earlier versions kept one publish state per file, `<outbox>/published.json`."""
+    published_base(setup)
+    home = datasource_dir(setup)
+    (home / "published.json").replace(Outbox(setup.database).directory / "published.json")
+    home.rmdir()
+    some_changes(setup, 1)
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()
+    assert not Outbox(setup.database).changes()

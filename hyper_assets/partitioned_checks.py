@@ -1,0 +1,385 @@
+"""The library's checks on a partitioned table, as partitioned asset checks: one result per
+partition the run wrote, each counting the rows of that partition's window.
+
+Dagster 1.13 runs a check with `partitions_def` once per partition (a preview feature:
+`build_hyper_checks(partitioned=False)` selects the unpartitioned checks instead). A run
+that writes a range of partitions (a single-run backfill) runs each check once: it
+reports one evaluation per partition, and a failed blocking one fails the step, so what
+is downstream waits, as with an unpartitioned blocking check.
+
+- `primary_key_unique`: rows of the partition whose key repeats anywhere in the table,
+  or is NULL;
+- `foreign_keys_resolve`: rows of the partition referencing a missing key (a warning);
+- `row_count_vs_previous`: the partition has rows, and at least `min_ratio` of the
+  previous materialisation's rows per partition;
+- `columns_not_null`: the partition's rows hold no NULL in the listed columns.
+"""
+
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData as Target,
+)
+from tableauhyperapi import escape_name
+
+from hyper_assets.checks import (
+    ERROR,
+    WARN,
+    _columns,
+    _declared,
+    _last_two_runs,
+    _Stored,
+    _stored,
+)
+from hyper_assets.errors import ConfigurationError
+from hyper_assets.partitions import partition_counts, partition_window
+from hyper_assets.tables import Catalog, table_label
+
+#: The column of a check's temporary copy holding the index of the row's partition.
+PARTITION = escape_name("hyper_assets_partition")
+
+
+@dataclass(frozen=True)
+class _Result:
+    """One partition's outcome."""
+
+    passed: bool
+    description: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+Context = dg.AssetCheckExecutionContext
+Evaluate = Callable[[Context, _Stored, dg.PartitionsDefinition, Sequence[str]], dict[str, _Result]]
+
+
+def _partitioned_check(
+    asset: dg.AssetsDefinition,
+    name: str,
+    description: str,
+    evaluate: Evaluate,
+    *,
+    severity: dg.AssetCheckSeverity,
+    blocking: bool,
+    io_manager_key: str,
+) -> dg.AssetChecksDefinition:
+    """A check of `asset` per partition: `evaluate` gives each partition's result."""
+    with warnings.catch_warnings():  # the library tests the preview at 1.13.0 and the newest
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+
+        @dg.asset_check(
+            asset=asset,
+            name=name,
+            partitions_def=asset.partitions_def,
+            blocking=blocking,
+            required_resource_keys={io_manager_key},
+            description=description,
+        )
+        def _check(context: dg.AssetCheckExecutionContext) -> Iterator[Any]:
+            keys = list(context.partition_keys)
+            definition = asset.partitions_def
+            assert definition is not None
+            with _stored(context, asset, io_manager_key) as stored:
+                results = evaluate(context, stored, definition, keys)
+            targets = _targets(context.instance, asset.key, keys)
+            for key in keys:
+                result = results[key]
+                yield dg.AssetCheckEvaluation(
+                    asset_key=asset.key,
+                    check_name=name,
+                    passed=result.passed,
+                    metadata=result.metadata,
+                    severity=severity,
+                    description=result.description,
+                    blocking=blocking,
+                    partition=key,
+                    target_materialization_data=targets.get(key),
+                )
+            yield dg.Output(None)  # the results are the evaluations above, one per partition
+
+    return _check
+
+
+def _targets(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, keys: Sequence[str]
+) -> dict[str, Target]:
+    """Each partition's latest materialisation, which its result is about: the UI counts a
+    partition's result as current only when it names that materialisation."""
+    targets: dict[str, Target] = {}
+    missing = set(keys)
+    while missing:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=sorted(missing)),
+            limit=len(missing),
+        ).records
+        for record in records:
+            if record.partition_key in missing:
+                missing.discard(record.partition_key)
+                targets[record.partition_key] = Target(
+                    run_id=record.event_log_entry.run_id,
+                    storage_id=record.storage_id,
+                    timestamp=record.timestamp,
+                )
+        if not records:
+            break  # the rest were never materialised
+    return targets
+
+
+def _with_partition(
+    stored: _Stored,
+    definition: dg.PartitionsDefinition,
+    keys: Sequence[str],
+    columns: Sequence[str],
+    name: str,
+) -> str:
+    """A temporary copy of `columns` with each row's index in `keys` (NULL: another partition).
+
+    A copy, so Hyper's planner does not trust the table's ASSUMED keys (see `_Stored`).
+    """
+    table_columns = Catalog(stored.connection).columns(stored.table)
+    expr = stored.spec.partition_expr
+    cases = " ".join(
+        f"WHEN {partition_window(definition, [key], expr, table_columns, stored.label).sql} "
+        f"THEN {index}"
+        for index, key in enumerate(keys)
+    )
+    copy = escape_name(f"hyper_assets_check_{name}")
+    stored.connection.execute_command(f"DROP TABLE IF EXISTS {copy}")
+    stored.connection.execute_command(
+        f"CREATE TEMPORARY TABLE {copy} AS (SELECT {_columns(columns)}, "
+        f"CASE {cases} END AS {PARTITION} FROM {stored.table})"
+    )
+    return copy
+
+
+def _by_partition(stored: _Stored, sql: str, keys: Sequence[str]) -> dict[str, list[Any]]:
+    """Rows of `sql`, which selects the partition index first, by partition key."""
+    return {keys[row[0]]: list(row[1:]) for row in stored.rows(sql)}
+
+
+def _primary_key(
+    context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
+) -> dict[str, _Result]:
+    key = stored.spec.keys.primary_key
+    copy = _with_partition(stored, definition, keys, key, "primary_key")
+    cols = _columns(key)
+    not_null = " AND ".join(f"{escape_name(k)} IS NOT NULL" for k in key)
+    repeated = f"SELECT {cols} FROM {copy} WHERE {not_null} GROUP BY {cols} HAVING COUNT(*) > 1"
+    counts = _by_partition(
+        stored,
+        f"SELECT {PARTITION}, COUNT(*), COUNT(*) FILTER (WHERE NOT ({not_null})) "
+        f"FROM {copy} WHERE {PARTITION} IS NOT NULL GROUP BY {PARTITION}",
+        keys,
+    )
+    shared = _by_partition(
+        stored,
+        f"SELECT c.{PARTITION}, COUNT(*) FROM {copy} c JOIN ({repeated}) r USING ({cols}) "
+        f"WHERE c.{PARTITION} IS NOT NULL GROUP BY c.{PARTITION}",
+        keys,
+    )
+    results = {}
+    for partition in keys:
+        rows, null_keys = counts.get(partition, [0, 0])
+        (repeats,) = shared.get(partition, [0])
+        problems = [f"{repeats} row(s) share their key with another row"] if repeats else []
+        problems += [f"{null_keys} row(s) have a NULL key"] if null_keys else []
+        results[partition] = _Result(
+            not problems,
+            "; ".join(problems) or f"{list(key)} is unique over the partition's {rows} rows.",
+            {"rows": rows, "rows_with_repeated_key": repeats, "null_keys": null_keys},
+        )
+    return results
+
+
+def _foreign_keys(
+    context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
+) -> dict[str, _Result]:
+    orphans: dict[str, dict[str, dict[str, int]]] = {k: {} for k in keys}
+    missing_tables = []
+    for fk in stored.spec.keys.foreign_keys:
+        label = (
+            f"{', '.join(fk.columns)} -> {table_label(fk.ref_table)}.{', '.join(fk.ref_columns)}"
+        )
+        if not stored.connection.catalog.has_table(fk.ref_table):
+            missing_tables.append(table_label(fk.ref_table))
+            continue
+        copy = _with_partition(stored, definition, keys, fk.columns, "foreign_key")
+        match = " AND ".join(
+            f"d.{escape_name(r)} = f.{escape_name(c)}"
+            for c, r in zip(fk.columns, fk.ref_columns, strict=True)
+        )
+        present = " AND ".join(f"f.{escape_name(c)} IS NOT NULL" for c in fk.columns)
+        found = _by_partition(
+            stored,
+            f"SELECT f.{PARTITION}, COUNT(*) FROM {copy} f WHERE f.{PARTITION} IS NOT NULL "
+            f"AND {present} AND NOT EXISTS (SELECT 1 FROM {fk.ref_table} d WHERE {match}) "
+            f"GROUP BY f.{PARTITION}",
+            keys,
+        )
+        for partition in keys:
+            orphans[partition][label] = {"rows": found.get(partition, [0])[0]}
+    results = {}
+    for partition, per_key in orphans.items():
+        total = sum(detail["rows"] for detail in per_key.values())
+        problems = [f"{total} row(s) reference a missing key"] if total else []
+        problems += [f"not loaded yet: {', '.join(missing_tables)}"] if missing_tables else []
+        results[partition] = _Result(
+            not problems,
+            "; ".join(problems) or "Every foreign key resolves.",
+            {"orphan_rows": total, "orphans": dg.MetadataValue.json(per_key)},
+        )
+    return results
+
+
+def _not_null(columns: Sequence[str]) -> Evaluate:
+    def evaluate(
+        context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
+    ) -> dict[str, _Result]:
+        stored_names = [c.name for c in Catalog(stored.connection).columns(stored.table)]
+        unknown = [c for c in columns if c not in stored_names]
+        if unknown:
+            raise ConfigurationError(
+                f"not_null_check names {unknown}, which {stored.label} does not have; its "
+                f"columns are {stored_names}. Fix the column names."
+            )
+        copy = _with_partition(stored, definition, keys, columns, "not_null")
+        counts = ", ".join(f"COUNT(*) - COUNT({escape_name(c)})" for c in columns)
+        found = _by_partition(
+            stored,
+            f"SELECT {PARTITION}, COUNT(*), {counts} FROM {copy} "
+            f"WHERE {PARTITION} IS NOT NULL GROUP BY {PARTITION}",
+            keys,
+        )
+        results = {}
+        for partition in keys:
+            rows, *nulls = found.get(partition, [0] + [0] * len(columns))
+            by_column = dict(zip(columns, nulls, strict=True))
+            failing = {c: n for c, n in by_column.items() if n}
+            results[partition] = _Result(
+                not failing,
+                ", ".join(f"{c}: {n} NULL(s)" for c, n in failing.items())
+                or f"No NULL in {len(columns)} column(s) over the partition's {rows} rows.",
+                {"rows": rows, "nulls": dg.MetadataValue.json(by_column)},
+            )
+        return results
+
+    return evaluate
+
+
+def _row_count(asset: dg.AssetsDefinition, min_ratio: float) -> Evaluate:
+    def evaluate(
+        context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
+    ) -> dict[str, _Result]:
+        runs = _last_two_runs(context.instance, asset.key)
+        previous = runs[1].rows_per_partition if len(runs) > 1 else None
+        columns = Catalog(stored.connection).columns(stored.table)
+        counts = partition_counts(
+            stored.connection,
+            stored.table,
+            definition,
+            keys,
+            stored.spec.partition_expr,
+            columns,
+            stored.label,
+        )
+        expect_rows = previous is None or previous > 0
+        shown = (
+            "no previous run"
+            if previous is None
+            else f"the previous run's {previous:.0f} per partition"
+        )
+        results = {}
+        for partition, rows in counts.items():
+            if rows == 0 and expect_rows:
+                problem = "no rows"
+            elif rows and previous and rows < min_ratio * previous:
+                problem = f"{rows} rows, below {min_ratio:.0%} of {shown}"
+            else:
+                problem = ""
+            results[partition] = _Result(
+                not problem,
+                problem or f"{rows} rows ({shown}).",
+                {
+                    "rows": rows,
+                    "previous_rows_per_partition": dg.MetadataValue.float(previous)
+                    if previous is not None
+                    else dg.MetadataValue.null(),
+                },
+            )
+        return results
+
+    return evaluate
+
+
+def partitioned_checks(
+    asset: dg.AssetsDefinition,
+    *,
+    not_null: Sequence[str] | None,
+    min_row_ratio: float | None,
+    row_count_severity: dg.AssetCheckSeverity,
+    io_manager_key: str,
+) -> list[dg.AssetChecksDefinition]:
+    """The partitioned checks `build_hyper_checks` makes for a partitioned `asset`."""
+    keys = _declared(asset).keys
+    checks = []
+    common: dict[str, Any] = {"io_manager_key": io_manager_key}
+    if keys.primary_key:
+        checks.append(
+            _partitioned_check(
+                asset,
+                "primary_key_unique",
+                "Each partition's rows have a key that is unique in the table and not NULL.",
+                _primary_key,
+                severity=ERROR,
+                blocking=True,
+                **common,
+            )
+        )
+    if keys.foreign_keys:
+        checks.append(
+            _partitioned_check(
+                asset,
+                "foreign_keys_resolve",
+                "Each partition's foreign key values have their row in the referenced table "
+                "(a warning with the count per key).",
+                _foreign_keys,
+                severity=WARN,
+                blocking=False,
+                **common,
+            )
+        )
+    if min_row_ratio is not None:
+        if not 0 <= min_row_ratio <= 1:
+            raise ConfigurationError(
+                f"row_count_check of {asset.key.to_user_string()}: min_ratio is "
+                f"{min_row_ratio}; give a fraction between 0 and 1 (0.5: half the previous "
+                "rows fail)."
+            )
+        checks.append(
+            _partitioned_check(
+                asset,
+                "row_count_vs_previous",
+                "Each partition the run wrote has rows, and at least "
+                f"{min_row_ratio:.0%} of the previous materialisation's rows per partition.",
+                _row_count(asset, min_row_ratio),
+                severity=row_count_severity,
+                blocking=False,
+                **common,
+            )
+        )
+    if not_null:
+        checks.append(
+            _partitioned_check(
+                asset,
+                "columns_not_null",
+                f"Columns {', '.join(not_null)} hold no NULL in the partition.",
+                _not_null(not_null),
+                severity=ERROR,
+                blocking=False,
+                **common,
+            )
+        )
+    return checks

@@ -1,0 +1,104 @@
+"""Where each data source of a file keeps its publish state, and what it has sent.
+
+One `.hyper` file may feed several data sources, each holding some of its tables. Each
+keeps its publish state (`published.json`) and unfinished plan (`plan/`) in a directory of
+its own, `<database>.outbox/datasources/<name>-<hash>/`, and its position in the outbox:
+the sequence number through which every recorded change is on its server copy (or in its
+saved plan). A change leaves the outbox once every data source holding its table has
+sent it. A data source never published needs no change (its first publish sends the
+whole of its tables) until its first plan is saved, which records its position.
+
+A data source that is no longer published keeps the changes of its tables in the outbox:
+delete its directory to let them go. Versions before these directories kept one publish
+state per file, in the outbox itself, for a data source of every table: `adopt` moves it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hyper_assets.errors import CorruptFileError
+from hyper_assets.outbox import Change, Outbox, read_json
+from hyper_assets.tables import table_label
+
+log = logging.getLogger(__name__)
+
+#: The files in a data source's directory that say which tables it holds and what it sent.
+STATE, PLAN = "published.json", "plan/plan.json"
+
+
+def home(outbox: Outbox, target: Mapping[str, str]) -> Path:
+    """The directory of the data source `target` (site, project, data source name)."""
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", target["datasource"])[:40]
+    text = "\n".join(target[k] for k in ("site", "project", "datasource"))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    return outbox.directory / "datasources" / f"{name}-{digest}"
+
+
+def adopt(outbox: Outbox, directory: Path, target: Mapping[str, str]) -> None:
+    """Moves the file's one publish state (and plan) of an earlier version into `directory`,
+    the data source's, when it was made for `target` and the data source has none yet."""
+    legacy = outbox.directory / STATE
+    if (directory / STATE).exists() or not legacy.exists():
+        return
+    if read_json(legacy, lambda body: body["target"], "Delete it, and publish with full=True") != (
+        dict(target)
+    ):
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    if (outbox.directory / "plan").exists():
+        shutil.move(outbox.directory / "plan", directory / "plan")
+    legacy.replace(directory / STATE)
+
+
+@dataclass(frozen=True)
+class Position:
+    """A data source holds `tables` (None: every table) and sent every change through `seq`."""
+
+    seq: int
+    tables: tuple[str, ...] | None
+
+
+def _position(body: Any) -> Position:
+    tables = body.get("tables")  # an adopted state of an earlier version has none
+    return Position(int(body.get("position", 0)), None if tables is None else tuple(tables))
+
+
+def position(directory: Path) -> Position | None:
+    """The data source's position: from its publish state, else from its first saved plan."""
+    for name in (STATE, PLAN):
+        if (directory / name).exists():
+            return read_json(directory / name, _position, "")
+    return None
+
+
+def sent_by_all(outbox: Outbox) -> list[Change]:
+    """The changes every data source holding their table has sent (or saved in a plan).
+
+    When a data source's files cannot be read, none: the outbox keeps every change.
+    """
+    try:
+        positions = [
+            p
+            for d in sorted((outbox.directory / "datasources").glob("*"))
+            if (p := position(d)) is not None
+        ]
+    except CorruptFileError as error:
+        log.warning("Keeping every change in the outbox: %s", error)
+        return []
+    return [
+        change
+        for change in outbox.changes()
+        if all(
+            change.seq <= p.seq
+            for p in positions
+            if p.tables is None or table_label(change.table) in p.tables
+        )
+    ]

@@ -1,0 +1,96 @@
+"""The file a data source's first publish sends when it holds some of the file's tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tableauhyperapi import (
+    Connection,
+    Nullability,
+    SchemaName,
+    TableDefinition,
+    TableName,
+    escape_name,
+)
+from tableauhyperapi import escape_string_literal as literal
+
+from hyper_assets._sql import attach, detach
+from hyper_assets.compaction import file_version
+from hyper_assets.tables import Catalog, Keys
+from hyper_assets.types import SPARK_TYPE_COMMENT, sql_name
+
+_ALIAS = "hyper_assets_subset"
+
+
+def write_subset(
+    connection: Connection, database: Path, tables: Sequence[TableName], target: Path
+) -> None:
+    """Writes `target`: the `tables` of `database` (the connection's own) and nothing else.
+
+    In the file's format version, with each table's columns (types, nullability,
+    collations), the comments recording Spark types, the rows, the ASSUMED primary keys
+    and the foreign keys between these tables (a key to a table left out is left out).
+    """
+    version = file_version(connection, database)
+    source = str(connection.execute_scalar_query("SELECT current_database()"))
+    # Read before ATTACH: with two databases attached, two-part names are ambiguous.
+    catalog = Catalog(connection)
+    keys = {t: catalog.keys(t) for t in tables}
+    shapes = {t: (connection.catalog.get_table_definition(t), catalog.columns(t)) for t in tables}
+    connection.execute_command(
+        f"CREATE DATABASE {escape_name(str(target))} WITH VERSION {int(version)}"
+    )
+    attach(connection, target, _ALIAS)
+    try:
+        for table in tables:
+            definition, columns = shapes[table]
+            connection.catalog.create_schema_if_not_exists(
+                SchemaName(_ALIAS, table.schema_name.name.unescaped)
+            )
+            connection.execute_command(_create_sql(_in(_ALIAS, table), definition, keys[table]))
+            for column in columns:
+                if column.spark_type:
+                    connection.execute_command(
+                        f"COMMENT ON COLUMN {_in(_ALIAS, table)}.{escape_name(column.name)} IS "
+                        + literal(SPARK_TYPE_COMMENT + column.spark_type)
+                    )
+            connection.execute_command(
+                f"INSERT INTO {_in(_ALIAS, table)} SELECT * FROM {_in(source, table)}"
+            )
+        for table in tables:
+            for fk in keys[table].foreign_keys:
+                if fk.ref_table in keys and fk.ref_table != table:
+                    connection.execute_command(
+                        f"ALTER TABLE {_in(_ALIAS, table)} ADD ASSUMED FOREIGN KEY "
+                        f"({_names(fk.columns)}) REFERENCES {_in(_ALIAS, fk.ref_table)} "
+                        f"({_names(fk.ref_columns)})"
+                    )
+    finally:
+        detach(connection, _ALIAS)
+
+
+def _create_sql(table: TableName, definition: TableDefinition, keys: Keys) -> str:
+    """CREATE TABLE with the columns of `definition` and the primary key of `keys`.
+
+    Inline, as the file's tables were made: Hyper takes an ASSUMED PRIMARY KEY over
+    nullable columns in CREATE TABLE only.
+    """
+    parts = [
+        f"{escape_name(c.name.unescaped)} {sql_name(c.type)}"
+        + (f" COLLATE {escape_name(c.collation)}" if c.collation else "")
+        + ("" if c.nullability == Nullability.NULLABLE else " NOT NULL")
+        for c in definition.columns
+    ]
+    if keys.primary_key:
+        parts.append(f"ASSUMED PRIMARY KEY ({_names(keys.primary_key)})")
+    return f"CREATE TABLE {table} ({', '.join(parts)})"
+
+
+def _in(database: str, table: TableName) -> TableName:
+    """`table` in the attached `database`."""
+    return TableName(database, table.schema_name.name.unescaped, table.name.unescaped)
+
+
+def _names(columns: Sequence[str]) -> str:
+    return ", ".join(escape_name(c) for c in columns)

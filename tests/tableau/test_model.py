@@ -1,0 +1,122 @@
+"""The rule Tableau applies to a published file's keys: one star per data source."""
+
+import dagster as dg
+import pytest
+from tableauhyperapi import TableName
+
+from hyper_assets.errors import DataModelError, PublishError
+from hyper_assets.tableau.assets import tableau_datasource_asset
+from hyper_assets.tableau.model import data_model
+from hyper_assets.tables import ForeignKey, Keys
+
+
+def table(name: str) -> TableName:
+    return TableName("Extract", name)
+
+
+def fk(column: str, target: str, ref: str = "id") -> ForeignKey:
+    return ForeignKey((column,), table(target), (ref,))
+
+
+DIM = Keys(("id",))
+
+
+def test_a_single_table_is_always_a_model() -> None:
+    assert data_model({table("sales"): Keys()}, "S").tables == (table("sales"),)
+
+
+def test_a_snowflake_has_its_fact_and_a_key_to_each_dimension() -> None:
+    model = data_model(
+        {
+            table("planes"): Keys(("id",), (fk("maker", "makers"),)),
+            table("flights"): Keys((), (fk("carrier", "airlines"), fk("plane", "planes"))),
+            table("airlines"): DIM,
+            table("makers"): DIM,
+        },
+        "Flights",
+    )
+    assert model.fact == table("flights")
+    assert sorted(str(r) for r in model.relationships) == [
+        "Extract.flights.carrier -> Extract.airlines.id",
+        "Extract.flights.plane -> Extract.planes.id",
+        "Extract.planes.maker -> Extract.makers.id",
+    ]
+
+
+def test_two_facts_sharing_a_dimension_are_refused_with_each_star_as_the_fix() -> None:
+    keys = {
+        table("flights"): Keys((), (fk("origin", "airports"),)),
+        table("weather"): Keys((), (fk("origin", "airports"),)),
+        table("airports"): DIM,
+    }
+    with pytest.raises(DataModelError) as refused:
+        data_model(keys, "All")
+    assert isinstance(refused.value, PublishError)
+    assert refused.value.facts == ["Extract.flights", "Extract.weather"]
+    message = str(refused.value)
+    assert "Extract.airports is referenced by several tables" in message
+    assert "tables=['flights', 'airports'] and tables=['weather', 'airports']" in message
+
+
+def test_unrelated_tables_are_several_facts() -> None:
+    with pytest.raises(DataModelError) as refused:
+        data_model({table("a"): Keys(), table("b"): Keys()}, "AB")
+    assert refused.value.facts == ["Extract.a", "Extract.b"]
+
+
+def test_a_cycle_leaves_tables_no_path_reaches() -> None:
+    keys = {
+        table("fact"): Keys((), (fk("x", "x"),)),
+        table("x"): DIM,
+        table("y"): Keys(("id",), (fk("z", "z"),)),
+        table("z"): Keys(("id",), (fk("y", "y"),)),
+    }
+    with pytest.raises(DataModelError) as refused:
+        data_model(keys, "C")
+    assert refused.value.facts == ["Extract.fact"]
+    assert refused.value.unreachable == ["Extract.y", "Extract.z"]
+
+
+def test_a_role_playing_dimension_names_both_keys_and_both_ways_out() -> None:
+    keys = {
+        table("flights"): Keys((), (fk("origin", "airports"), fk("dest", "airports"))),
+        table("airports"): DIM,
+    }
+    with pytest.raises(DataModelError, match="role-playing") as refused:
+        data_model(keys, "Flights")
+    message = str(refused.value)
+    assert "Extract.flights.origin -> Extract.airports.id" in message
+    assert "Extract.flights.dest -> Extract.airports.id" in message
+    assert "a dimension table of its own" in message and "drop one of the keys" in message
+
+
+def test_keys_to_tables_the_data_source_does_not_hold_do_not_count() -> None:
+    keys = {table("weather"): Keys((), (fk("origin", "airports"), fk("plane", "planes")))}
+    keys[table("airports")] = DIM
+    model = data_model(keys, "Weather")
+    assert [str(r) for r in model.relationships] == [
+        "Extract.weather.origin -> Extract.airports.id"
+    ]
+
+
+def test_the_publish_asset_shows_the_model_tableau_will_build() -> None:
+    @dg.asset(metadata={"primary_key": ["faa"]})
+    def airports() -> None: ...
+
+    @dg.asset(metadata={"foreign_keys": {"origin": "airports.faa"}})
+    def weather() -> None: ...
+
+    @dg.asset(metadata={"foreign_keys": {"origin": "airports.faa"}})
+    def flights() -> None: ...
+
+    deps = [airports, weather, flights]
+    one = tableau_datasource_asset(
+        datasource="Weather", project="p", deps=deps, tables=["weather", "airports"], key="w"
+    )
+    assert one.metadata_by_key[one.key]["data_model"].value == (
+        "| Table | Role | Joined by |\n|---|---|---|\n| Extract.weather | fact | |\n"
+        "| Extract.airports | dimension | Extract.weather.origin -> Extract.airports.faa |"
+    )
+    galaxy = tableau_datasource_asset(datasource="All", project="p", deps=deps)
+    shown = galaxy.metadata_by_key[galaxy.key]["data_model"].value
+    assert shown.startswith("Not one star; Tableau refuses it.") and "tables=[" in shown
