@@ -2,10 +2,11 @@
 partition the run wrote, each counting the rows of that partition's window.
 
 Dagster 1.13 runs a check with `partitions_def` once per partition (a preview feature:
-`build_hyper_checks(partitioned=False)` selects the unpartitioned checks instead). A run
-that writes a range of partitions (a single-run backfill) runs each check once: it
-reports one evaluation per partition, and a failed blocking one fails the step, so what
-is downstream waits, as with an unpartitioned blocking check.
+`build_hyper_checks(partitioned=False)` selects the unpartitioned checks instead). An
+asset's checks share one step (op `<asset>_hyper_checks`), as the unpartitioned ones do.
+A run that writes a range of partitions (a single-run backfill) runs the step once: each
+check reports one evaluation per partition, and a failed blocking one fails the step, so
+what is downstream waits, as with an unpartitioned blocking check.
 
 - `primary_key_unique`: rows of the partition whose key repeats anywhere in the table,
   or is NULL;
@@ -65,13 +66,16 @@ class _PartitionedCheck:
     evaluate: Evaluate
 
     def evaluations(
-        self, context: Context, stored: _Stored, keys: Sequence[str], targets: dict[str, Target]
-    ) -> Iterator[dg.AssetCheckEvaluation]:
-        """One evaluation per partition of `keys`, each naming the partition's latest
-        materialisation (`targets`); failed partitions are also logged, as one line."""
+        self, context: Context, asset: dg.AssetsDefinition, io_manager_key: str
+    ) -> list[dg.AssetCheckEvaluation]:
+        """One evaluation per partition of the run, each naming the partition's latest
+        materialisation; the failed partitions are also logged, in one line."""
+        keys = list(context.partition_keys)
         definition = self.spec.partitions_def
         assert definition is not None
-        results = self.evaluate(context, stored, definition, keys)
+        with _stored(context, asset, io_manager_key) as stored:
+            results = self.evaluate(context, stored, definition, keys)
+        targets = _targets(context.instance, asset.key, keys)
         failed = [key for key in keys if not results[key].passed]
         if failed:
             (context.log.warning if self.severity == WARN else context.log.error)(
@@ -79,26 +83,31 @@ class _PartitionedCheck:
                 f"{len(failed)} partition(s): "
                 + "; ".join(f"{key}: {results[key].description}" for key in failed[:20])
             )
-        for key in keys:
-            result = results[key]
-            yield dg.AssetCheckEvaluation(
+        return [
+            dg.AssetCheckEvaluation(
                 asset_key=self.spec.asset_key,
                 check_name=self.spec.name,
-                passed=result.passed,
-                metadata=result.metadata,
+                passed=results[key].passed,
+                metadata=results[key].metadata,
                 severity=self.severity,
-                description=result.description,
+                description=results[key].description,
                 blocking=self.spec.blocking,
                 partition=key,
                 target_materialization_data=targets.get(key),
             )
+            for key in keys
+        ]
 
 
 def _definition(
     asset: dg.AssetsDefinition, checks: Sequence[_PartitionedCheck], io_manager_key: str
 ) -> dg.AssetChecksDefinition:
     """`checks` as one step (op `<asset>_hyper_checks`), as the unpartitioned checks are:
-    one process, one hyperd, for all of them; a run may select some of them."""
+    one process, one hyperd, for all of them.
+
+    A run may select some of them; an error (a missing table, say) fails the step after
+    the checks before it have reported.
+    """
 
     @dg.multi_asset_check(
         specs=[c.spec for c in checks],
@@ -107,16 +116,9 @@ def _definition(
         required_resource_keys={io_manager_key},
     )
     def _run(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckEvaluation]:
-        keys = list(context.partition_keys)
-        targets = _targets(context.instance, asset.key, keys)
-        with _stored(context, asset, io_manager_key) as stored:  # the file's lock, held
-            evaluations = [  # only while the checks read
-                evaluation
-                for check in checks
-                if check.spec.key in context.selected_asset_check_keys
-                for evaluation in check.evaluations(context, stored, keys, targets)
-            ]
-        yield from evaluations
+        for check in checks:
+            if check.spec.key in context.selected_asset_check_keys:
+                yield from check.evaluations(context, asset, io_manager_key)
 
     return _run
 
