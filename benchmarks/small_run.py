@@ -16,7 +16,10 @@ Paths, each run in turn, `--repeats` times, on the same instance:
 - bare:        the same frame returned as `df.toArrow()` (a Spark frame does not pickle)
                to Dagster's default IO manager (`FilesystemIOManager`). The baseline.
 - hyper:       `sales` and its checks in one run, default multiprocess executor: every
-               step a new process, the fact's with a JVM.
+               step a new process, the fact's with a JVM. The checks are partitioned
+               (one result per partition), `build_hyper_checks`' default.
+- hyper-unpart: the same with `build_hyper_checks(partitioned=False)`: the checks read
+               the whole table and give one result each.
 - hyper-only:  `sales` alone (no checks).
 - checks-inproc: the four checks in a job of their own with `in_process_executor`,
                right after hyper-only; the row shows hyper-only + this run.
@@ -102,6 +105,9 @@ def sales_bare(context: dg.AssetExecutionContext, pyspark: PySparkResource) -> p
 
 
 checks = build_hyper_checks([sales], not_null={"sales": ["amount"]})
+unpartitioned_checks = build_hyper_checks(
+    [sales], not_null={"sales": ["amount"]}, partitioned=False
+)
 in_process = dg.in_process_executor
 jobs = [
     dg.define_asset_job("dims", [stores]),
@@ -113,19 +119,23 @@ jobs = [
     ),
     dg.define_asset_job("hyper_inproc", dg.AssetSelection.assets(sales), executor_def=in_process),
 ]
+RESOURCES = {
+    "io_manager": HyperIOManager(database=str(DATA / "sales.hyper")),
+    "bare_io": dg.FilesystemIOManager(base_dir=str(DATA / "bare")),
+    "pyspark": PySparkResource(
+        spark_config={"spark.remote": REMOTE, "spark.sql.session.timeZone": "UTC"}
+        if REMOTE
+        else SPARK_CONF
+    ),
+}
 defs = dg.Definitions(
-    assets=[stores, sales, sales_bare],
-    asset_checks=checks,
-    jobs=jobs,
-    resources={
-        "io_manager": HyperIOManager(database=str(DATA / "sales.hyper")),
-        "bare_io": dg.FilesystemIOManager(base_dir=str(DATA / "bare")),
-        "pyspark": PySparkResource(
-            spark_config={"spark.remote": REMOTE, "spark.sql.session.timeZone": "UTC"}
-            if REMOTE
-            else SPARK_CONF
-        ),
-    },
+    assets=[stores, sales, sales_bare], asset_checks=checks, jobs=jobs, resources=RESOURCES
+)
+unpartitioned_defs = dg.Definitions(  # the same assets, their checks unpartitioned
+    assets=[sales],
+    asset_checks=unpartitioned_checks,
+    jobs=[dg.define_asset_job("hyper", dg.AssetSelection.assets(sales))],
+    resources=RESOURCES,
 )
 
 
@@ -139,6 +149,10 @@ def bare_job() -> dg.JobDefinition:
 
 def hyper_job() -> dg.JobDefinition:
     return defs.resolve_job_def("hyper")
+
+
+def hyper_unpartitioned_job() -> dg.JobDefinition:
+    return unpartitioned_defs.resolve_job_def("hyper")
 
 
 def hyper_only_job() -> dg.JobDefinition:
@@ -161,6 +175,7 @@ FORKSERVER = QUIET | {
 PATHS = {
     "bare": [(bare_job, None)],
     "hyper": [(hyper_job, None)],
+    "hyper-unpart": [(hyper_unpartitioned_job, None)],
     "hyper-only": [(hyper_only_job, None)],
     "checks-inproc": [(hyper_only_job, None), (checks_only_job, None)],
     "hyper-inproc": [(hyper_inproc_job, None)],

@@ -2,10 +2,11 @@
 partition the run wrote, each counting the rows of that partition's window.
 
 Dagster 1.13 runs a check with `partitions_def` once per partition (a preview feature:
-`build_hyper_checks(partitioned=False)` selects the unpartitioned checks instead). A run
-that writes a range of partitions (a single-run backfill) runs each check once: it
-reports one evaluation per partition, and a failed blocking one fails the step, so what
-is downstream waits, as with an unpartitioned blocking check.
+`build_hyper_checks(partitioned=False)` selects the unpartitioned checks instead). An
+asset's checks share one step (op `<asset>_hyper_checks`), as the unpartitioned ones do.
+A run that writes a range of partitions (a single-run backfill) runs the step once: each
+check reports one evaluation per partition, and a failed blocking one fails the step, so
+what is downstream waits, as with an unpartitioned blocking check.
 
 - `primary_key_unique`: rows of the partition whose key repeats anywhere in the table,
   or is NULL;
@@ -56,51 +57,84 @@ Context = dg.AssetCheckExecutionContext
 Evaluate = Callable[[Context, _Stored, dg.PartitionsDefinition, Sequence[str]], dict[str, _Result]]
 
 
-def _partitioned_check(
-    asset: dg.AssetsDefinition,
-    name: str,
-    description: str,
-    evaluate: Evaluate,
-    *,
-    severity: dg.AssetCheckSeverity,
-    blocking: bool,
-    io_manager_key: str,
+@dataclass(frozen=True)
+class _PartitionedCheck:
+    """One check: its spec, its severity, and what gives each partition's result."""
+
+    spec: dg.AssetCheckSpec
+    severity: dg.AssetCheckSeverity
+    evaluate: Evaluate
+
+    def evaluations(
+        self, context: Context, asset: dg.AssetsDefinition, io_manager_key: str
+    ) -> list[dg.AssetCheckEvaluation]:
+        """One evaluation per partition of the run, each naming the partition's latest
+        materialisation; the failed partitions are also logged, in one line."""
+        keys = list(context.partition_keys)
+        definition = self.spec.partitions_def
+        assert definition is not None
+        with _stored(context, asset, io_manager_key) as stored:
+            results = self.evaluate(context, stored, definition, keys)
+        targets = _targets(context.instance, asset.key, keys)
+        failed = [key for key in keys if not results[key].passed]
+        if failed:
+            (context.log.warning if self.severity == WARN else context.log.error)(
+                f"Check {self.spec.name} of {self.spec.asset_key.to_user_string()} failed for "
+                f"{len(failed)} partition(s): "
+                + "; ".join(f"{key}: {results[key].description}" for key in failed[:20])
+            )
+        return [
+            dg.AssetCheckEvaluation(
+                asset_key=self.spec.asset_key,
+                check_name=self.spec.name,
+                passed=results[key].passed,
+                metadata=results[key].metadata,
+                severity=self.severity,
+                description=results[key].description,
+                blocking=self.spec.blocking,
+                partition=key,
+                target_materialization_data=targets.get(key),
+            )
+            for key in keys
+        ]
+
+
+def _definition(
+    asset: dg.AssetsDefinition, checks: Sequence[_PartitionedCheck], io_manager_key: str
 ) -> dg.AssetChecksDefinition:
-    """A check of `asset` per partition: `evaluate` gives each partition's result."""
+    """`checks` as one step (op `<asset>_hyper_checks`), as the unpartitioned checks are:
+    one process, one hyperd, for all of them.
+
+    A run may select some of them; an error (a missing table, say) fails the step after
+    the checks before it have reported.
+    """
+
+    @dg.multi_asset_check(
+        specs=[c.spec for c in checks],
+        name=f"{asset.key.to_python_identifier()}_hyper_checks",
+        can_subset=True,
+        required_resource_keys={io_manager_key},
+    )
+    def _run(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckEvaluation]:
+        for check in checks:
+            if check.spec.key in context.selected_asset_check_keys:
+                yield from check.evaluations(context, asset, io_manager_key)
+
+    return _run
+
+
+def _spec(
+    asset: dg.AssetsDefinition, name: str, description: str, *, blocking: bool = False
+) -> dg.AssetCheckSpec:
     with warnings.catch_warnings():  # the library tests the preview at 1.13.0 and the newest
         warnings.simplefilter("ignore", dg.PreviewWarning)
-
-        @dg.asset_check(
-            asset=asset,
-            name=name,
+        return dg.AssetCheckSpec(
+            name,
+            asset=asset.key,
             partitions_def=asset.partitions_def,
             blocking=blocking,
-            required_resource_keys={io_manager_key},
             description=description,
         )
-        def _check(context: dg.AssetCheckExecutionContext) -> Iterator[Any]:
-            keys = list(context.partition_keys)
-            definition = asset.partitions_def
-            assert definition is not None
-            with _stored(context, asset, io_manager_key) as stored:
-                results = evaluate(context, stored, definition, keys)
-            targets = _targets(context.instance, asset.key, keys)
-            for key in keys:
-                result = results[key]
-                yield dg.AssetCheckEvaluation(
-                    asset_key=asset.key,
-                    check_name=name,
-                    passed=result.passed,
-                    metadata=result.metadata,
-                    severity=severity,
-                    description=result.description,
-                    blocking=blocking,
-                    partition=key,
-                    target_materialization_data=targets.get(key),
-                )
-            yield dg.Output(None)  # the results are the evaluations above, one per partition
-
-    return _check
 
 
 def _targets(
@@ -322,35 +356,26 @@ def partitioned_checks(
     row_count_severity: dg.AssetCheckSeverity,
     io_manager_key: str,
 ) -> list[dg.AssetChecksDefinition]:
-    """The partitioned checks `build_hyper_checks` makes for a partitioned `asset`."""
+    """The partitioned checks `build_hyper_checks` makes for a partitioned `asset`: one
+    definition, one step, for all of them (none when the metadata calls for none)."""
     keys = _declared(asset).keys
     checks = []
-    common: dict[str, Any] = {"io_manager_key": io_manager_key}
     if keys.primary_key:
-        checks.append(
-            _partitioned_check(
-                asset,
-                "primary_key_unique",
-                "Each partition's rows have a key that is unique in the table and not NULL.",
-                _primary_key,
-                severity=ERROR,
-                blocking=True,
-                **common,
-            )
+        spec = _spec(
+            asset,
+            "primary_key_unique",
+            "Each partition's rows have a key that is unique in the table and not NULL.",
+            blocking=True,
         )
+        checks.append(_PartitionedCheck(spec, ERROR, _primary_key))
     if keys.foreign_keys:
-        checks.append(
-            _partitioned_check(
-                asset,
-                "foreign_keys_resolve",
-                "Each partition's foreign key values have their row in the referenced table "
-                "(a warning with the count per key).",
-                _foreign_keys,
-                severity=WARN,
-                blocking=False,
-                **common,
-            )
+        spec = _spec(
+            asset,
+            "foreign_keys_resolve",
+            "Each partition's foreign key values have their row in the referenced table "
+            "(a warning with the count per key).",
         )
+        checks.append(_PartitionedCheck(spec, WARN, _foreign_keys))
     if min_row_ratio is not None:
         if not 0 <= min_row_ratio <= 1:
             raise ConfigurationError(
@@ -358,28 +383,18 @@ def partitioned_checks(
                 f"{min_row_ratio}; give a fraction between 0 and 1 (0.5: half the previous "
                 "rows fail)."
             )
-        checks.append(
-            _partitioned_check(
-                asset,
-                "row_count_vs_previous",
-                "Each partition the run wrote has rows, and at least "
-                f"{min_row_ratio:.0%} of the previous materialisation's rows per partition.",
-                _row_count(asset, min_row_ratio),
-                severity=row_count_severity,
-                blocking=False,
-                **common,
-            )
+        spec = _spec(
+            asset,
+            "row_count_vs_previous",
+            "Each partition the run wrote has rows, and at least "
+            f"{min_row_ratio:.0%} of the previous materialisation's rows per partition.",
         )
+        checks.append(_PartitionedCheck(spec, row_count_severity, _row_count(asset, min_row_ratio)))
     if not_null:
-        checks.append(
-            _partitioned_check(
-                asset,
-                "columns_not_null",
-                f"Columns {', '.join(not_null)} hold no NULL in the partition.",
-                _not_null(not_null),
-                severity=ERROR,
-                blocking=False,
-                **common,
-            )
+        spec = _spec(
+            asset,
+            "columns_not_null",
+            f"Columns {', '.join(not_null)} hold no NULL in the partition.",
         )
-    return checks
+        checks.append(_PartitionedCheck(spec, ERROR, _not_null(not_null)))
+    return [_definition(asset, checks, io_manager_key)] if checks else []

@@ -178,9 +178,11 @@ def test_good_data_passes_every_check(setup):
     assert again["row_count_vs_previous"].metadata["previous_rows_per_partition"].value == 4.0
 
 
-def test_an_assets_checks_run_in_one_step_and_can_be_picked_one_by_one(setup):
-    """A step is a process under the default executor: one per asset, not one per check."""
-    defs = definitions(setup.world, setup.database)
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_an_assets_checks_run_in_one_step_and_can_be_picked_one_by_one(setup, partitioned):
+    """A step is a process under the default executor: one per asset, not one per check,
+    whether the checks are partitioned or not."""
+    defs = definitions(setup.world, setup.database, partitioned)
     flights = defs.resolve_assets_def("flights")
     setup.run("carriers")
     result = dg.materialize(
@@ -194,7 +196,10 @@ def test_an_assets_checks_run_in_one_step_and_can_be_picked_one_by_one(setup):
         e.step_key for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
     }
     assert steps == {"flights_hyper_checks"}
-    assert len(result.get_asset_check_evaluations()) == 3
+    by_partition = {(e.check_name, e.partition) for e in result.get_asset_check_evaluations()}
+    names = {"foreign_keys_resolve", "row_count_vs_previous", "columns_not_null"}
+    days = [DAY1, DAY2, DAY3] if partitioned else [None]
+    assert by_partition == {(n, d) for n in names for d in days}
 
     assert [len(c.check_specs) for c in defs.asset_checks] == [2, 3]  # carriers, flights
     picked = dg.AssetCheckKey(flights.key, "columns_not_null")
@@ -203,9 +208,11 @@ def test_an_assets_checks_run_in_one_step_and_can_be_picked_one_by_one(setup):
         selection=dg.AssetSelection.checks(picked),
         resources=defs.resources,
         instance=setup.instance,
+        tags={"dagster/partition": DAY2} if partitioned else None,
     )
     (evaluation,) = again.get_asset_check_evaluations()
     assert evaluation.check_name == "columns_not_null" and evaluation.passed
+    assert evaluation.partition == (DAY2 if partitioned else None)
     blocking = {s.name for c in defs.asset_checks for s in c.check_specs if s.blocking}
     assert blocking == {"primary_key_unique"}
 
@@ -414,6 +421,22 @@ def test_partitioned_checks_give_each_partition_the_run_wrote_its_own_result(set
         DAY3: 4,
     }
     assert orphans[DAY1].severity == dg.AssetCheckSeverity.WARN
+    assert sorted(setup.failures_logged()) == [  # one line per failed check
+        (
+            logging.WARNING,
+            "Check foreign_keys_resolve of flights failed for 2 partition(s): "
+            f"{DAY1}: 4 row(s) reference a missing key; {DAY3}: 4 row(s) reference a missing key",
+        ),
+        (
+            logging.ERROR,
+            "Check columns_not_null of flights failed for 1 partition(s): "
+            f"{DAY3}: tailnum: 4 NULL(s)",
+        ),
+        (
+            logging.ERROR,
+            f"Check row_count_vs_previous of flights failed for 1 partition(s): {DAY2}: no rows",
+        ),
+    ]
 
     one = setup.run_partitioned("flights", "2024-01-04")  # one partition, its own run
     assert {n: list(e) for n, e in one.items()} == {n: ["2024-01-04"] for n in first}
