@@ -34,6 +34,7 @@ from hyper_assets import (
 )
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
+from hyper_assets.spec import TableSpec
 from tests.helpers import query
 
 BIN = Path(sys.executable).parent
@@ -434,6 +435,7 @@ def _build(attributes: dict) -> Definitions:
 
 CSV = {"format": "csv", "path": "data/x.csv"}
 DAILY = {"type": "daily", "start_date": "2024-01-01"}
+TABLEAU = {"server_url": "http://127.0.0.1:9", "token_name": "ci", "token_secret_env": "SECRET"}
 
 
 @pytest.mark.parametrize(
@@ -485,6 +487,79 @@ DAILY = {"type": "daily", "start_date": "2024-01-01"}
             "tables[0].not_null",
             "not among its columns",
         ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "schema_evolution": "add"}]},
+            "tables[0].schema_evolution",
+            "table 'a' gives 'add'; use add_columns",
+        ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "schema_evolution": "add_columns"}]},
+            "tables[0].schema_evolution",
+            "table 'a' is replaced whole",
+        ),
+        (
+            {
+                "tables": [
+                    {
+                        "name": "a",
+                        "source": CSV,
+                        "columns": [{"name": "x", "type": "DOUBLE"}],
+                        "geography_columns": ["x", "y"],
+                    }
+                ]
+            },
+            "tables[0].geography_columns",
+            "table 'a' names ['x', 'y'], which are not STRING columns",
+        ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "geography_columns": ["x", "x"]}]},
+            "tables[0].geography_columns",
+            "list each column once",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": [{"datasource": "DS A", "tables": ["a", "Extract.b"]}],
+            },
+            "publish[0].tables",
+            "names ['Extract.b'], not tables of this component; it stores ['Extract.a']",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": {"datasource": "DS A", "tables": []},
+            },
+            "publish.tables",
+            "names no table",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": [{"datasource": "DS A"}, {"datasource": "DS A", "key": "a2"}],
+            },
+            "publish[1].datasource",
+            "data source 'DS A' of project 'Default' has the datasource of attributes.publish[0]",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": [{"datasource": "DS A"}, {"datasource": "DS B"}],
+                "checks": {"publish_max_lag_minutes": 5},
+            },
+            "checks.publish_max_lag_minutes",
+            "2 data sources are published",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": [
+                    {"datasource": "DS A", "server": TABLEAU},
+                    {"datasource": "DS B", "server": {**TABLEAU, "site": "other"}},
+                ],
+            },
+            "publish[1].server",
+            "another data source defines resource 'tableau'",
+        ),
     ],
 )
 def test_bad_attributes_name_the_yaml_field(attributes: dict, field: str, says: str) -> None:
@@ -509,6 +584,64 @@ def test_sql_inputs_default_to_the_tables_it_reads() -> None:
     )
     graph = defs.resolve_asset_graph()
     assert graph.get(AssetKey("c")).parent_keys == {AssetKey("a"), AssetKey("b")}
+
+
+def test_new_table_options_reach_the_metadata_the_io_manager_parses() -> None:
+    defs = _build(
+        {
+            "spark": {"config": {}},
+            "tables": [
+                {
+                    "name": "sites",
+                    "source": CSV,
+                    "columns": [{"name": "id", "type": "INT"}, {"name": "at", "type": "string"}],
+                    "geography_columns": ["at"],
+                    "write_mode": "append",
+                    "schema_evolution": "add_columns",
+                },
+                {"name": "plain", "source": CSV},
+            ],
+        }
+    )
+    graph = defs.resolve_asset_graph()
+    specs = {
+        name: TableSpec.parse([name], graph.get(AssetKey(name)).metadata, "Extract")
+        for name in ("sites", "plain")
+    }
+    assert (specs["sites"].add_columns, specs["sites"].geography) == (True, ("at",))
+    assert (specs["plain"].add_columns, specs["plain"].geography) == (False, ())
+
+
+def test_publish_takes_a_list_of_data_sources_each_holding_its_tables() -> None:
+    tables = [
+        {"name": "fact", "source": CSV, "foreign_keys": {"d": "dim.d"}},
+        {"name": "other", "source": CSV, "foreign_keys": {"d": "dim.d"}},
+        {"name": "dim", "source": CSV, "primary_key": ["d"]},
+    ]
+    publish = [
+        {"datasource": "Facts", "tables": ["fact", "Extract.dim"], "server": TABLEAU},
+        {"datasource": "Others", "project": "Ops", "tables": ["other", "dim"]},
+        {"datasource": "Everything", "key": "all_tables"},
+    ]
+    defs = _build({"spark": {"config": {}}, "tables": tables, "publish": publish})
+    graph = defs.resolve_asset_graph()
+    parents = {
+        key: {p.to_user_string() for p in graph.get(AssetKey(key)).parent_keys}
+        for key in ("facts", "others", "all_tables")
+    }
+    assert parents == {
+        "facts": {"fact", "dim"},
+        "others": {"other", "dim"},
+        "all_tables": {"fact", "other", "dim"},
+    }
+    metadata = {key: graph.get(AssetKey(key)).metadata for key in parents}
+    assert metadata["others"]["project"] == "Ops"
+    assert metadata["facts"]["data_model"].value.splitlines()[2:] == [
+        "| Extract.fact | fact | |",
+        "| Extract.dim | dimension | Extract.fact.d -> Extract.dim.d |",
+    ]
+    assert metadata["all_tables"]["data_model"].value.startswith("Not one star")
+    assert isinstance(defs.resources["tableau"], TableauServerResource)
 
 
 @pytest.mark.parametrize("partitioned", [True, False])
