@@ -17,9 +17,10 @@
 
 Each table becomes a Spark asset stored by a `HyperIOManager`; `adopt` instead (or as
 well) takes assets the project already defines in Python. The library's checks and the
-publish asset cover both. A resource the YAML configures (`database`, `spark.config`,
-`publish.server`) is defined by the component under its key; one left out must come
-from elsewhere in the project under that key. See docs/component.md.
+publish asset cover both; `publish` may also list several data sources, each with the
+`tables` it holds (one star each). A resource the YAML configures (`database`,
+`spark.config`, `publish.server`) is defined by the component under its key; one left out
+must come from elsewhere in the project under that key. See docs/component.md.
 """
 
 import re

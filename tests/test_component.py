@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, Definitions, load_from_defs_folder
 from dagster.components.core.component_tree import ComponentTree
-from tableauhyperapi import Connection, TableName
+from tableauhyperapi import Connection, TableName, TypeTag
 
 from hyper_assets import (
     ComponentSpecError,
@@ -426,6 +426,126 @@ def test_a_yaml_only_project_builds_and_publishes_a_star_schema_extract(
     project.launch("shop_sales")
     _assert_published_copy_equals(hyper, emulator, database)
     assert project.check_results()["shop_sales:published_copy_fresh"]
+
+
+TWO_STARS = f"""\
+type: hyper_assets.HyperExtractComponent
+attributes:
+  database: data/shop.hyper
+  spark:
+    config:
+{_spark_yaml(6)}
+  tables:
+    - name: customers
+      source: {{format: csv, path: data/customers.csv, options: {{header: "true"}}}}
+      columns:
+        - {{name: customer_id, type: INT}}
+        - {{name: name, type: STRING}}
+        - {{name: city, type: STRING}}
+      primary_key: [customer_id]
+    - name: products
+      source: {{format: parquet, path: data/products.parquet}}
+      primary_key: [product_id]
+      write_mode: upsert
+      schema_evolution: add_columns
+    - name: orders
+      source: {{format: json, path: "data/orders/orders_{{partition_key}}.json"}}
+      columns:
+        - {{name: order_id, type: BIGINT}}
+        - {{name: order_date, type: DATE}}
+        - {{name: customer_id, type: INT}}
+        - {{name: product_id, type: BIGINT}}
+        - {{name: quantity, type: INT}}
+      partitions_def: {{type: daily, start_date: "2024-01-01", end_date: "2024-01-03"}}
+      partition_expr: order_date
+      primary_key: [order_id]
+      foreign_keys: {{customer_id: customers.customer_id, product_id: products.product_id}}
+    - name: cities
+      sql: |
+        SELECT DISTINCT city, CASE city WHEN 'Paris' THEN 'POINT(2.3522 48.8566)'
+                                        ELSE 'POINT(4.8357 45.764)' END AS location
+        FROM customers
+      columns: [{{name: city, type: STRING}}, {{name: location, type: STRING}}]
+      primary_key: [city]
+      geography_columns: [location]
+  publish:
+    - datasource: Shop Orders
+      tables: [orders, customers, products]
+      server: {{server_url: "{{url}}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+    - datasource: Shop Cities
+      tables: [Extract.cities]
+"""
+
+
+def _assert_copy_holds(
+    hyper: SharedHyper, emulator: Emulator, local: Path, datasource: str, held: set[str]
+) -> None:
+    """The emulator's copy of `datasource` holds the local file's tables `held`, no other."""
+    mine = _tables(hyper, local)
+    theirs = _tables(hyper, emulator.data_dir / f"{datasource}.hyper")
+    assert theirs == {f"Extract.{t}": mine[f"Extract.{t}"] for t in held}
+
+
+@pytest.mark.slow
+def test_a_yaml_project_publishes_two_stars_with_a_map_and_a_new_column(
+    tmp_path: Path, hyper: SharedHyper, emulator: Emulator
+) -> None:
+    project = Project.create(tmp_path, "stars")
+    project.dg("scaffold", "defs", "hyper_assets.HyperExtractComponent", "extract")
+    project.write_defs("extract", TWO_STARS.replace("{url}", emulator.url))
+    _write_sources(project.root, ORDERS)
+    assets = project.definitions_metadata()
+    assert set(assets) == {
+        "customers",
+        "products",
+        "orders",
+        "cities",
+        "shop_orders",
+        "shop_cities",
+    }
+
+    project.launch("customers,products,cities")
+    project.launch("orders", "--partition-range", "2024-01-01...2024-01-02")
+    database = project.root / "data" / "shop.hyper"
+    with Connection(hyper.endpoint, str(database)) as connection:
+        table = connection.catalog.get_table_definition(TableName("Extract", "cities"))
+        assert table.get_column_by_name("location").type.tag == TypeTag.TABGEOGRAPHY
+    sql = 'SELECT city, CAST(location AS TEXT) FROM "Extract".cities ORDER BY 1'
+    assert query(hyper, database, sql) == [
+        ["Lyon", "POINT(4.8357000 45.7640000)"],
+        ["Paris", "POINT(2.3522000 48.8566000)"],
+    ]
+    project.launch("shop_orders,shop_cities")
+    _assert_copy_holds(
+        hyper, emulator, database, "Shop Orders", {"orders", "customers", "products"}
+    )
+    _assert_copy_holds(hyper, emulator, database, "Shop Cities", {"cities"})
+    with Connection(hyper.endpoint, str(emulator.data_dir / "Shop Cities.hyper")) as connection:
+        table = connection.catalog.get_table_definition(TableName("Extract", "cities"))
+        assert table.get_column_by_name("location").type.tag == TypeTag.TABGEOGRAPHY
+
+    # Products gain a category: the upsert adds the column, NULL for the product not sent.
+    pq.write_table(
+        pa.table(
+            {
+                "product_id": [11],
+                "product_name": ["cake"],
+                "unit_price": [4.5],
+                "category": ["sweet"],
+            }
+        ),
+        project.root / "data" / "products.parquet",
+    )
+    project.launch("products")
+    assert _rows(hyper, database, "products") == [
+        (10, "tea", 2.5, None),
+        (11, "cake", 4.5, "sweet"),
+    ]
+    project.launch("shop_orders,shop_cities")
+    _assert_copy_holds(
+        hyper, emulator, database, "Shop Orders", {"orders", "customers", "products"}
+    )
+    _assert_copy_holds(hyper, emulator, database, "Shop Cities", {"cities"})
 
 
 def _build(attributes: dict) -> Definitions:
