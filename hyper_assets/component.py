@@ -17,9 +17,10 @@
 
 Each table becomes a Spark asset stored by a `HyperIOManager`; `adopt` instead (or as
 well) takes assets the project already defines in Python. The library's checks and the
-publish asset cover both. A resource the YAML configures (`database`, `spark.config`,
-`publish.server`) is defined by the component under its key; one left out must come
-from elsewhere in the project under that key. See docs/component.md.
+publish asset cover both; `publish` may also list several data sources, each with the
+`tables` it holds (one star each). A resource the YAML configures (`database`,
+`spark.config`, `publish.server`) is defined by the component under its key; one left out
+must come from elsewhere in the project under that key. See docs/component.md.
 """
 
 import re
@@ -51,6 +52,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Tables a SQL statement reads, when `inputs` does not list them: `FROM t` / `JOIN t`.
 _SQL_TABLE = re.compile(r"\b(?:FROM|JOIN)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?", re.IGNORECASE)
 _PARTITION_KEY = "{partition_key}"
+_TEXT_TYPE = re.compile(r"STRING|(?:VAR)?CHAR\(\d+\)")
 _STORAGE_KIND = {"dagster/storage_kind": "hyper"}
 
 ResolvedPartitionsDefinition = Annotated[
@@ -147,6 +149,20 @@ class TableYaml(dg.Resolvable):
     not_null: Annotated[
         Sequence[str], dg.Resolver.default(description="Columns a check keeps free of NULL.")
     ] = ()
+    schema_evolution: Annotated[
+        str | None,
+        dg.Resolver.default(
+            description="add_columns: an append, upsert or partition write whose rows have a "
+            "column the table lacks adds it (NULL in the stored rows); default: refused."
+        ),
+    ] = None
+    geography_columns: Annotated[
+        Sequence[str],
+        dg.Resolver.default(
+            description='String columns of well-known text ("POINT(-73.78 40.64)") stored '
+            "as GEOGRAPHY, which Tableau maps."
+        ),
+    ] = ()
     description: str | None = None
     owners: Sequence[str] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -233,10 +249,17 @@ class TableauServerSpec(dg.Resolvable):
 
 @dataclass(frozen=True)
 class PublishSpec(dg.Resolvable):
-    """The published data source: an asset downstream of every table."""
+    """A published data source: an asset downstream of the tables it holds."""
 
     datasource: str
     project: str = "Default"
+    tables: Annotated[
+        Sequence[str] | None,
+        dg.Resolver.default(
+            description='The tables it holds ("table" or "schema.table"), one star: one '
+            "fact table reaching the others by foreign keys; default: every table."
+        ),
+    ] = None
     key: Annotated[
         str | None,
         dg.Resolver.default(description="Asset key; default: dagster-tableau's for the name."),
@@ -304,7 +327,13 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
     adopt: AdoptSpec | None = None
     spark: SparkSpec = field(default_factory=SparkSpec)
     checks: ChecksSpec = field(default_factory=ChecksSpec)
-    publish: PublishSpec | None = None
+    publish: Annotated[
+        PublishSpec | Sequence[PublishSpec] | None,
+        dg.Resolver.default(
+            description="The data source published from the file, or a list of them (one "
+            "star each, chosen by `tables`)."
+        ),
+    ] = None
     group_name: str | None = None
     owners: Annotated[
         Sequence[str], dg.Resolver.default(description="Owners of every asset built.")
@@ -339,9 +368,19 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
         tables = [self._table_asset(i, t, names, root) for i, t in enumerate(self.tables)]
         adopted = _adopted(self.adopt, self.hyper_io_manager_key, context) if self.adopt else []
         checks = self._checks(tables, adopted)
-        published = [self._publish(self.publish, [*tables, *adopted])] if self.publish else []
+        published = [
+            self._publish(spec, where, [*tables, *adopted]) for where, spec in self._publishes
+        ]
+        _check_distinct(published, self._publishes)
         lag = self.checks.publish_max_lag_minutes
         if published and self.checks.enabled and lag is not None:
+            if len(published) > 1:
+                raise ComponentSpecError(
+                    "attributes.checks.publish_max_lag_minutes",
+                    "the freshness check reads the file's outbox as a whole, not one data "
+                    f"source's share of it; {len(published)} data sources are published: "
+                    "publish one, or leave the lag out",
+                )
             checks.append(
                 publish_freshness_check(
                     published[0], max_lag_minutes=lag, io_manager_key=self.hyper_io_manager_key
@@ -410,27 +449,37 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             partitioned=self.checks.partitioned,
         )
 
+    @property
+    def _publishes(self) -> list[tuple[str, PublishSpec]]:
+        """Each data source with where the YAML declares it."""
+        if self.publish is None:
+            return []
+        if isinstance(self.publish, PublishSpec):
+            return [("attributes.publish", self.publish)]
+        return [(f"attributes.publish[{i}]", spec) for i, spec in enumerate(self.publish)]
+
     def _publish(
-        self, spec: PublishSpec, assets: Sequence[dg.AssetsDefinition]
+        self, spec: PublishSpec, where: str, assets: Sequence[dg.AssetsDefinition]
     ) -> dg.AssetsDefinition:
         key = (
             dg.AssetKey.from_user_string(spec.key) if spec.key else datasource_key(spec.datasource)
         )
         if any(key in a.keys for a in assets):
             raise ComponentSpecError(
-                "attributes.publish.key",
+                f"{where}.key",
                 f"data source {spec.datasource!r} would get {key.to_user_string()!r}, the key of "
                 f"table asset {key.to_user_string()}; give the publish asset another key",
             )
         published = tableau_datasource_asset(
             datasource=spec.datasource,
             project=spec.project,
-            deps=assets,
+            deps=_held(assets, spec.tables, f"{where}.tables"),
             key=key,
             group_name=self.group_name,
             io_manager_key=self.hyper_io_manager_key,
             tableau_key=spec.resource_key,
             automation_condition=spec.automation_condition,
+            tables=list(spec.tables) if spec.tables is not None else None,
         )
         owners = [*self.owners, *spec.owners]
         return dg.map_asset_specs(
@@ -451,9 +500,18 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             resources[self.spark.resource_key] = PySparkResource(
                 spark_config=dict(self.spark.config)
             )
-        if self.publish and self.publish.server:
-            server = self.publish.server
-            resources[self.publish.resource_key] = TableauServerResource(
+        servers: dict[str, TableauServerSpec] = {}
+        for where, spec in self._publishes:
+            server = spec.server
+            if server is None:
+                continue
+            if servers.setdefault(spec.resource_key, server) != server:
+                raise ComponentSpecError(
+                    f"{where}.server",
+                    f"another data source defines resource {spec.resource_key!r} with another "
+                    "server: give one of them its own resource_key, or the same server",
+                )
+            resources[spec.resource_key] = TableauServerResource(
                 server_url=server.server_url,
                 site=server.site,
                 token_name=server.token_name,
@@ -480,6 +538,55 @@ def _check_names(tables: Sequence[TableYaml]) -> set[str]:
             raise ComponentSpecError(where, f"table {table.name!r} needs one of source, sql")
         seen.add(table.name)
     return seen
+
+
+def _check_distinct(
+    published: Sequence[dg.AssetsDefinition], specs: Sequence[tuple[str, PublishSpec]]
+) -> None:
+    """Two data sources of one name, or of one asset key, would overwrite each other."""
+    seen: dict[tuple[str, str] | dg.AssetKey, str] = {}
+    for asset, (where, spec) in zip(published, specs, strict=True):
+        for mark, field_name in (
+            ((spec.project, spec.datasource), "datasource"),
+            (asset.key, "key"),
+        ):
+            if mark in seen:
+                raise ComponentSpecError(
+                    f"{where}.{field_name}",
+                    f"data source {spec.datasource!r} of project {spec.project!r} has the "
+                    f"{field_name} of {seen[mark]}: each data source needs its own",
+                )
+            seen[mark] = where
+
+
+def _held(
+    assets: Sequence[dg.AssetsDefinition], tables: Sequence[str] | None, where: str
+) -> list[dg.AssetsDefinition]:
+    """The assets whose table a data source holds (`"table"` or `"schema.table"`), in order;
+    every asset without `tables`."""
+    if tables is None:
+        return list(assets)
+    names = {_table_names(a): a for a in assets}
+    unknown = [
+        t for t in tables if not any(t in (table, f"{schema}.{table}") for schema, table in names)
+    ]
+    if not tables or unknown:
+        known = sorted(f"{schema}.{table}" for schema, table in names)
+        raise ComponentSpecError(
+            where,
+            f"names {unknown}, not tables of this component; it stores {known}"
+            if unknown
+            else f"names no table; list some of {known}, or leave `tables` out for every one",
+        )
+    return [a for (schema, table), a in names.items() if {table, f"{schema}.{table}"} & set(tables)]
+
+
+def _table_names(asset: dg.AssetsDefinition) -> tuple[str, str]:
+    """(schema, table) an asset of one key is stored as (the IO manager's defaults)."""
+    metadata = asset.specs_by_key[asset.key].metadata
+    path = asset.key.path
+    schema = metadata.get("schema") or (path[-2] if len(path) > 1 else "Extract")
+    return schema, metadata.get("table") or path[-1]
 
 
 def _inputs(table: TableYaml, names: set[str], where: str) -> tuple[str, ...]:
@@ -522,6 +629,8 @@ def _table_metadata(table: TableYaml, where: str) -> dict[str, Any]:
         metadata["partition_expr"] = table.partition_expr
     if table.write_mode != "replace":
         metadata["write_mode"] = table.write_mode
+    metadata |= _evolution_metadata(table, where)
+    metadata |= _geography_metadata(table, where)
     if table.columns:
         declared = [c.name for c in table.columns]
         for label, listed in (("primary_key", table.primary_key), ("not_null", table.not_null)):
@@ -544,6 +653,48 @@ def _table_metadata(table: TableYaml, where: str) -> dict[str, Any]:
             ]
         )
     return metadata
+
+
+def _evolution_metadata(table: TableYaml, where: str) -> dict[str, str]:
+    """`schema_evolution` as the IO manager reads it, for the writes that keep rows."""
+    if table.schema_evolution is None:
+        return {}
+    if table.schema_evolution != "add_columns":
+        raise ComponentSpecError(
+            f"{where}.schema_evolution",
+            f"table {table.name!r} gives {table.schema_evolution!r}; use add_columns (new "
+            "columns are added, NULL in the stored rows) or leave it out (they are refused)",
+        )
+    if table.write_mode == "replace" and table.partitions_def is None:
+        raise ComponentSpecError(
+            f"{where}.schema_evolution",
+            f"table {table.name!r} is replaced whole on each run, which takes new columns "
+            "anyway; add_columns is for append, upsert or partitioned tables: leave it out",
+        )
+    return {"schema_evolution": "add_columns"}
+
+
+def _geography_metadata(table: TableYaml, where: str) -> dict[str, list[str]]:
+    """`geography_columns` as the IO manager reads it: declared string columns, if declared."""
+    names = list(table.geography_columns)
+    if not names:
+        return {}
+    if not all(n.strip() for n in names) or len(set(names)) < len(names):
+        raise ComponentSpecError(
+            f"{where}.geography_columns",
+            f"table {table.name!r} gives {names}; list each column once, by name",
+        )
+    declared = {c.name: c.type.strip().upper() for c in table.columns}
+    if declared:
+        wrong = [n for n in names if not _TEXT_TYPE.fullmatch(declared.get(n, ""))]
+        if wrong:
+            raise ComponentSpecError(
+                f"{where}.geography_columns",
+                f"table {table.name!r} names {wrong}, which are not STRING columns among "
+                f"{sorted(declared)}: geography arrives as well-known text, e.g. "
+                '"POINT(-73.78 40.64)", in a column declared STRING',
+            )
+    return {"geography_columns": names}
 
 
 def _describe(table: TableYaml) -> str:

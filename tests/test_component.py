@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, Definitions, load_from_defs_folder
 from dagster.components.core.component_tree import ComponentTree
-from tableauhyperapi import Connection, TableName
+from tableauhyperapi import Connection, TableName, TypeTag
 
 from hyper_assets import (
     ComponentSpecError,
@@ -34,6 +34,7 @@ from hyper_assets import (
 )
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
+from hyper_assets.spec import TableSpec
 from tests.helpers import query
 
 BIN = Path(sys.executable).parent
@@ -427,6 +428,126 @@ def test_a_yaml_only_project_builds_and_publishes_a_star_schema_extract(
     assert project.check_results()["shop_sales:published_copy_fresh"]
 
 
+TWO_STARS = f"""\
+type: hyper_assets.HyperExtractComponent
+attributes:
+  database: data/shop.hyper
+  spark:
+    config:
+{_spark_yaml(6)}
+  tables:
+    - name: customers
+      source: {{format: csv, path: data/customers.csv, options: {{header: "true"}}}}
+      columns:
+        - {{name: customer_id, type: INT}}
+        - {{name: name, type: STRING}}
+        - {{name: city, type: STRING}}
+      primary_key: [customer_id]
+    - name: products
+      source: {{format: parquet, path: data/products.parquet}}
+      primary_key: [product_id]
+      write_mode: upsert
+      schema_evolution: add_columns
+    - name: orders
+      source: {{format: json, path: "data/orders/orders_{{partition_key}}.json"}}
+      columns:
+        - {{name: order_id, type: BIGINT}}
+        - {{name: order_date, type: DATE}}
+        - {{name: customer_id, type: INT}}
+        - {{name: product_id, type: BIGINT}}
+        - {{name: quantity, type: INT}}
+      partitions_def: {{type: daily, start_date: "2024-01-01", end_date: "2024-01-03"}}
+      partition_expr: order_date
+      primary_key: [order_id]
+      foreign_keys: {{customer_id: customers.customer_id, product_id: products.product_id}}
+    - name: cities
+      sql: |
+        SELECT DISTINCT city, CASE city WHEN 'Paris' THEN 'POINT(2.3522 48.8566)'
+                                        ELSE 'POINT(4.8357 45.764)' END AS location
+        FROM customers
+      columns: [{{name: city, type: STRING}}, {{name: location, type: STRING}}]
+      primary_key: [city]
+      geography_columns: [location]
+  publish:
+    - datasource: Shop Orders
+      tables: [orders, customers, products]
+      server: {{server_url: "{{url}}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+    - datasource: Shop Cities
+      tables: [Extract.cities]
+"""
+
+
+def _assert_copy_holds(
+    hyper: SharedHyper, emulator: Emulator, local: Path, datasource: str, held: set[str]
+) -> None:
+    """The emulator's copy of `datasource` holds the local file's tables `held`, no other."""
+    mine = _tables(hyper, local)
+    theirs = _tables(hyper, emulator.data_dir / f"{datasource}.hyper")
+    assert theirs == {f"Extract.{t}": mine[f"Extract.{t}"] for t in held}
+
+
+@pytest.mark.slow
+def test_a_yaml_project_publishes_two_stars_with_a_map_and_a_new_column(
+    tmp_path: Path, hyper: SharedHyper, emulator: Emulator
+) -> None:
+    project = Project.create(tmp_path, "stars")
+    project.dg("scaffold", "defs", "hyper_assets.HyperExtractComponent", "extract")
+    project.write_defs("extract", TWO_STARS.replace("{url}", emulator.url))
+    _write_sources(project.root, ORDERS)
+    assets = project.definitions_metadata()
+    assert set(assets) == {
+        "customers",
+        "products",
+        "orders",
+        "cities",
+        "shop_orders",
+        "shop_cities",
+    }
+
+    project.launch("customers,products,cities")
+    project.launch("orders", "--partition-range", "2024-01-01...2024-01-02")
+    database = project.root / "data" / "shop.hyper"
+    with Connection(hyper.endpoint, str(database)) as connection:
+        table = connection.catalog.get_table_definition(TableName("Extract", "cities"))
+        assert table.get_column_by_name("location").type.tag == TypeTag.TABGEOGRAPHY
+    sql = 'SELECT city, CAST(location AS TEXT) FROM "Extract".cities ORDER BY 1'
+    assert query(hyper, database, sql) == [
+        ["Lyon", "POINT(4.8357000 45.7640000)"],
+        ["Paris", "POINT(2.3522000 48.8566000)"],
+    ]
+    project.launch("shop_orders,shop_cities")
+    _assert_copy_holds(
+        hyper, emulator, database, "Shop Orders", {"orders", "customers", "products"}
+    )
+    _assert_copy_holds(hyper, emulator, database, "Shop Cities", {"cities"})
+    with Connection(hyper.endpoint, str(emulator.data_dir / "Shop Cities.hyper")) as connection:
+        table = connection.catalog.get_table_definition(TableName("Extract", "cities"))
+        assert table.get_column_by_name("location").type.tag == TypeTag.TABGEOGRAPHY
+
+    # Products gain a category: the upsert adds the column, NULL for the product not sent.
+    pq.write_table(
+        pa.table(
+            {
+                "product_id": [11],
+                "product_name": ["cake"],
+                "unit_price": [4.5],
+                "category": ["sweet"],
+            }
+        ),
+        project.root / "data" / "products.parquet",
+    )
+    project.launch("products")
+    assert _rows(hyper, database, "products") == [
+        (10, "tea", 2.5, None),
+        (11, "cake", 4.5, "sweet"),
+    ]
+    project.launch("shop_orders,shop_cities")
+    _assert_copy_holds(
+        hyper, emulator, database, "Shop Orders", {"orders", "customers", "products"}
+    )
+    _assert_copy_holds(hyper, emulator, database, "Shop Cities", {"cities"})
+
+
 def _build(attributes: dict) -> Definitions:
     component = HyperExtractComponent.from_attributes_dict(attributes=attributes)
     return component.build_defs(ComponentTree.for_test().load_context)
@@ -434,6 +555,7 @@ def _build(attributes: dict) -> Definitions:
 
 CSV = {"format": "csv", "path": "data/x.csv"}
 DAILY = {"type": "daily", "start_date": "2024-01-01"}
+TABLEAU = {"server_url": "http://127.0.0.1:9", "token_name": "ci", "token_secret_env": "SECRET"}
 
 
 @pytest.mark.parametrize(
@@ -485,6 +607,79 @@ DAILY = {"type": "daily", "start_date": "2024-01-01"}
             "tables[0].not_null",
             "not among its columns",
         ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "schema_evolution": "add"}]},
+            "tables[0].schema_evolution",
+            "table 'a' gives 'add'; use add_columns",
+        ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "schema_evolution": "add_columns"}]},
+            "tables[0].schema_evolution",
+            "table 'a' is replaced whole",
+        ),
+        (
+            {
+                "tables": [
+                    {
+                        "name": "a",
+                        "source": CSV,
+                        "columns": [{"name": "x", "type": "DOUBLE"}],
+                        "geography_columns": ["x", "y"],
+                    }
+                ]
+            },
+            "tables[0].geography_columns",
+            "table 'a' names ['x', 'y'], which are not STRING columns",
+        ),
+        (
+            {"tables": [{"name": "a", "source": CSV, "geography_columns": ["x", "x"]}]},
+            "tables[0].geography_columns",
+            "list each column once",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": [{"datasource": "DS A", "tables": ["a", "Extract.b"]}],
+            },
+            "publish[0].tables",
+            "names ['Extract.b'], not tables of this component; it stores ['Extract.a']",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": {"datasource": "DS A", "tables": []},
+            },
+            "publish.tables",
+            "names no table",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": [{"datasource": "DS A"}, {"datasource": "DS A", "key": "a2"}],
+            },
+            "publish[1].datasource",
+            "data source 'DS A' of project 'Default' has the datasource of attributes.publish[0]",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": [{"datasource": "DS A"}, {"datasource": "DS B"}],
+                "checks": {"publish_max_lag_minutes": 5},
+            },
+            "checks.publish_max_lag_minutes",
+            "2 data sources are published",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "publish": [
+                    {"datasource": "DS A", "server": TABLEAU},
+                    {"datasource": "DS B", "server": {**TABLEAU, "site": "other"}},
+                ],
+            },
+            "publish[1].server",
+            "another data source defines resource 'tableau'",
+        ),
     ],
 )
 def test_bad_attributes_name_the_yaml_field(attributes: dict, field: str, says: str) -> None:
@@ -509,6 +704,64 @@ def test_sql_inputs_default_to_the_tables_it_reads() -> None:
     )
     graph = defs.resolve_asset_graph()
     assert graph.get(AssetKey("c")).parent_keys == {AssetKey("a"), AssetKey("b")}
+
+
+def test_new_table_options_reach_the_metadata_the_io_manager_parses() -> None:
+    defs = _build(
+        {
+            "spark": {"config": {}},
+            "tables": [
+                {
+                    "name": "sites",
+                    "source": CSV,
+                    "columns": [{"name": "id", "type": "INT"}, {"name": "at", "type": "string"}],
+                    "geography_columns": ["at"],
+                    "write_mode": "append",
+                    "schema_evolution": "add_columns",
+                },
+                {"name": "plain", "source": CSV},
+            ],
+        }
+    )
+    graph = defs.resolve_asset_graph()
+    specs = {
+        name: TableSpec.parse([name], graph.get(AssetKey(name)).metadata, "Extract")
+        for name in ("sites", "plain")
+    }
+    assert (specs["sites"].add_columns, specs["sites"].geography) == (True, ("at",))
+    assert (specs["plain"].add_columns, specs["plain"].geography) == (False, ())
+
+
+def test_publish_takes_a_list_of_data_sources_each_holding_its_tables() -> None:
+    tables = [
+        {"name": "fact", "source": CSV, "foreign_keys": {"d": "dim.d"}},
+        {"name": "other", "source": CSV, "foreign_keys": {"d": "dim.d"}},
+        {"name": "dim", "source": CSV, "primary_key": ["d"]},
+    ]
+    publish = [
+        {"datasource": "Facts", "tables": ["fact", "Extract.dim"], "server": TABLEAU},
+        {"datasource": "Others", "project": "Ops", "tables": ["other", "dim"]},
+        {"datasource": "Everything", "key": "all_tables"},
+    ]
+    defs = _build({"spark": {"config": {}}, "tables": tables, "publish": publish})
+    graph = defs.resolve_asset_graph()
+    parents = {
+        key: {p.to_user_string() for p in graph.get(AssetKey(key)).parent_keys}
+        for key in ("facts", "others", "all_tables")
+    }
+    assert parents == {
+        "facts": {"fact", "dim"},
+        "others": {"other", "dim"},
+        "all_tables": {"fact", "other", "dim"},
+    }
+    metadata = {key: graph.get(AssetKey(key)).metadata for key in parents}
+    assert metadata["others"]["project"] == "Ops"
+    assert metadata["facts"]["data_model"].value.splitlines()[2:] == [
+        "| Extract.fact | fact | |",
+        "| Extract.dim | dimension | Extract.fact.d -> Extract.dim.d |",
+    ]
+    assert metadata["all_tables"]["data_model"].value.startswith("Not one star")
+    assert isinstance(defs.resources["tableau"], TableauServerResource)
 
 
 @pytest.mark.parametrize("partitioned", [True, False])
