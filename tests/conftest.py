@@ -19,6 +19,7 @@ DEMO_MODULES = {"test_demo.py", "test_daemon.py", "test_ui.py"}
 LONGEST_FIRST = ["demo", "test_component.py", "test_concurrency.py", "test_tpch.py"]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Groups each test by module (the demo's modules together) and runs the longest first."""
 

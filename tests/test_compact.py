@@ -321,10 +321,10 @@ def big_file(hyper: SharedHyper, tmp_path_factory: pytest.TempPathFactory) -> Pa
 def kill_9_with_its_hyperd(child: subprocess.Popen[bytes]) -> None:
     """SIGKILL for `child` and for its hyperd, which runs in a process group of its own
     (left alive, it would hold the file until it noticed its parent gone)."""
-    listed = subprocess.run(
-        ["ps", "-o", "pid=", "--ppid", str(child.pid)], capture_output=True, text=True
-    )
-    hyperds = [int(pid) for pid in listed.stdout.split()]
+    import psutil
+
+    hyperds = [p.pid for p in psutil.Process(child.pid).children(recursive=True)]
+    assert hyperds, "the compaction's hyperd was not found"
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
     for pid in hyperds:
