@@ -5,8 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 LOWEST := .venv-lowest
-# Two pytest-xdist workers; each test module runs on one (tests/conftest.py groups them).
-PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
+# Two pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: test test-fast test-lowest lint demo ui bench bench-scale java browser clean
 

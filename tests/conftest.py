@@ -11,28 +11,29 @@ import pytest
 
 from hyper_assets.process import HyperSettings, SharedHyper
 
-# `make test` runs two pytest-xdist workers with `--dist loadgroup`: each module is a group,
-# so its module fixtures start once; the demo's modules share `demo_data`, one demo run.
-DEMO_MODULES = {"test_demo.py", "test_daemon.py", "test_ui.py"}
-# The longest groups, longest first (measured with --durations): a worker that starts them
-# first does not leave the other idle at the end.
-LONGEST_FIRST = ["demo", "test_component.py", "test_concurrency.py", "test_tpch.py"]
+# `make test` runs two pytest-xdist workers with `--dist loadfile`: each module runs on
+# one worker, so its module fixtures start once, and the modules are handed out in
+# collection order. The longest (measured with --durations) go first, so that a worker
+# that starts them does not leave the other idle at the end.
+LONGEST_FIRST = [
+    "test_concurrency.py",
+    "test_component.py",
+    "test_demo.py",
+    "test_daemon.py",
+    "test_ui.py",
+    "test_remote_spark.py",
+    "test_cluster.py",
+    "test_publish.py",
+]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups each test by module (the demo's modules together) and runs the longest first."""
-
-    def group(item: pytest.Item) -> str:
-        name = item.path.name
-        return "demo" if name in DEMO_MODULES else name
+    """Runs the longest modules first (see LONGEST_FIRST)."""
 
     def rank(item: pytest.Item) -> int:
-        name = group(item)
+        name = item.path.name
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group(item)))
     items.sort(key=rank)  # stable: collection order within a rank
 
 
