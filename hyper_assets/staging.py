@@ -315,12 +315,24 @@ def stage_arrow(rows: pa.Table | pa.RecordBatchReader, directory: Path, compress
     """Writes Arrow rows as one Parquet file, a batch at a time (a stream is read once)."""
     path = directory / "part-0.parquet"
     reader = rows.to_reader() if isinstance(rows, pa.Table) else rows
+    schema = pa.schema([f.with_type(_without_views(f.type)) for f in reader.schema])
     count = 0
-    with pq.ParquetWriter(path, reader.schema, compression=compression) as writer:
+    with pq.ParquetWriter(path, schema, compression=compression) as writer:
         for batch in reader:
+            if batch.schema != schema:  # polars' string_view: pyarrow < 19 cannot write it
+                batch = batch.cast(schema)
             writer.write_batch(batch)
             count += batch.num_rows
     return Staged((path,), count)
+
+
+def _without_views(t: pa.DataType) -> pa.DataType:
+    """`t` with its view types as their plain kind (Parquet stores them alike)."""
+    if t == pa.string_view():
+        return pa.large_string()
+    if t == pa.binary_view():
+        return pa.large_binary()
+    return t
 
 
 def _stream_readable(t: pa.DataType) -> bool:

@@ -45,4 +45,11 @@ def test_pandas_3_warning_only_for_the_callers_own_pandas(tmp_path: Path):
     assert completed.returncode == 0, completed.stderr
     ours, callers = completed.stderr.split("\nwritten\n")
     assert PANDAS_3 not in ours  # session start, write: nothing
-    assert PANDAS_3 in callers  # toPandas still warns
+    if _pyspark_warns():  # PySpark 4.1 (the lowest allowed) has no such warning
+        assert PANDAS_3 in callers  # toPandas still warns
+
+
+def _pyspark_warns() -> bool:
+    import pyspark.sql.pandas.utils as utils
+
+    return PANDAS_3 in Path(utils.__file__).read_text()
