@@ -302,6 +302,17 @@ def _foreign_key(asset: dg.AssetsDefinition, io_manager_key: str) -> _Check:
     return _Check(spec, _check)
 
 
+def require_columns(stored: _Stored, columns: Sequence[str]) -> None:
+    """`ConfigurationError` unless the stored table has each of `columns` (not_null_check)."""
+    stored_names = [c.name for c in Catalog(stored.connection).columns(stored.table)]
+    unknown = [c for c in columns if c not in stored_names]
+    if unknown:
+        raise ConfigurationError(
+            f"not_null_check names {unknown}, which {stored.label} does not have; its "
+            f"columns are {stored_names}. Fix the column names."
+        )
+
+
 def not_null_check(
     asset: dg.AssetsDefinition,
     columns: Sequence[str],
@@ -327,13 +338,7 @@ def _not_null(
 
     def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         with _stored(context, asset, io_manager_key) as stored:
-            stored_names = [c.name for c in Catalog(stored.connection).columns(stored.table)]
-            unknown = [c for c in columns if c not in stored_names]
-            if unknown:
-                raise ConfigurationError(
-                    f"not_null_check names {unknown}, which {stored.label} does not have; its "
-                    f"columns are {stored_names}. Fix the column names."
-                )
+            require_columns(stored, columns)
             counts = ", ".join(f"COUNT(*) - COUNT({escape_name(c)})" for c in columns)
             ((rows, *nulls),) = stored.rows(f"SELECT COUNT(*), {counts} FROM {stored.table}")
         by_column = dict(zip(columns, nulls, strict=True))

@@ -35,6 +35,7 @@ from hyper_assets.checks import (
     _last_two_runs,
     _Stored,
     _stored,
+    require_columns,
 )
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.partitions import partition_counts, partition_window
@@ -272,13 +273,7 @@ def _not_null(columns: Sequence[str]) -> Evaluate:
     def evaluate(
         context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
     ) -> dict[str, _Result]:
-        stored_names = [c.name for c in Catalog(stored.connection).columns(stored.table)]
-        unknown = [c for c in columns if c not in stored_names]
-        if unknown:
-            raise ConfigurationError(
-                f"not_null_check names {unknown}, which {stored.label} does not have; its "
-                f"columns are {stored_names}. Fix the column names."
-            )
+        require_columns(stored, columns)
         copy = _with_partition(stored, definition, keys, columns, "not_null")
         counts = ", ".join(f"COUNT(*) - COUNT({escape_name(c)})" for c in columns)
         found = _by_partition(
