@@ -17,19 +17,6 @@ from hyper_assets.errors import ConfigurationError
 from hyper_assets.types import Column
 
 
-def parse_geography_columns(value: object, label: str) -> tuple[str, ...]:
-    """Metadata `geography_columns`: column names, or nothing."""
-    if value is None or value == []:
-        return ()
-    names = (value,) if isinstance(value, str) else value
-    if not isinstance(names, Sequence) or not all(isinstance(n, str) and n for n in names):
-        raise ConfigurationError(
-            f"Metadata geography_columns of {label} is {value!r}; give a column name or a "
-            'list of them, e.g. ["location"].'
-        )
-    return tuple(names)
-
-
 def is_geography(column: Column) -> bool:
     return column.sql_type.tag == TypeTag.TABGEOGRAPHY
 

@@ -14,7 +14,6 @@ from typing import Any
 from tableauhyperapi import TableName
 
 from hyper_assets.errors import ConfigurationError
-from hyper_assets.geography import parse_geography_columns
 from hyper_assets.tables import Keys, parse_foreign_keys, table_label
 
 
@@ -73,13 +72,17 @@ class TableSpec:
         return cls(
             table,
             Keys(
-                _primary_key(metadata.get("primary_key"), label),
+                _column_names(
+                    metadata.get("primary_key"), label, "primary_key", '"id" or ["id", "site"]'
+                ),
                 parse_foreign_keys(metadata.get("foreign_keys"), schema, label),
             ),
             _declared_mode(metadata.get("write_mode"), label),
             _partition_expr(metadata.get("partition_expr"), label),
             _adds_columns(metadata.get("schema_evolution"), label),
-            parse_geography_columns(metadata.get("geography_columns"), label),
+            _column_names(
+                metadata.get("geography_columns"), label, "geography_columns", '["location"]'
+            ),
         )
 
 
@@ -93,14 +96,15 @@ def _name(metadata: Mapping[str, Any], field: str, key_path: Sequence[str]) -> s
     return value
 
 
-def _primary_key(value: object, label: str) -> tuple[str, ...]:
+def _column_names(value: object, label: str, field: str, example: str) -> tuple[str, ...]:
+    """Metadata `field`: a column name, a list of them, or nothing."""
     if value is None or value == []:
         return ()
     columns = (value,) if isinstance(value, str) else value
     if not isinstance(columns, Sequence) or not all(isinstance(c, str) and c for c in columns):
         raise ConfigurationError(
-            f"Metadata primary_key of {label} is {value!r}; give a column name or a list of "
-            'them, e.g. "id" or ["id", "site"].'
+            f"Metadata {field} of {label} is {value!r}; give a column name or a list of "
+            f"them, e.g. {example}."
         )
     return tuple(columns)
 
