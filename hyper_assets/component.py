@@ -12,8 +12,8 @@
           sql: SELECT o.* FROM raw_orders o JOIN customers c USING (customer_id)
       publish:
         datasource: Shop
-        server: {server_url: https://tableau.example.com, token_name: ci,
-                 token_secret_env: TABLEAU_TOKEN_SECRET}
+        server: {server_url: https://tableau.example.com,
+                 sign_in: {name: ci, secret_env: TABLEAU_TOKEN_SECRET}}
 
 Each table becomes a Spark asset stored by a `HyperIOManager`; `adopt` instead (or as
 well) takes assets the project already defines in Python. The library's checks and the
@@ -46,7 +46,7 @@ from hyper_assets.errors import ComponentSpecError
 from hyper_assets.home import relative_to
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.tableau.assets import datasource_key, tableau_datasource_asset
-from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.resource import ConnectedAppSignIn, TableauServerResource, TokenSignIn
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Tables a SQL statement reads, when `inputs` does not list them: `FROM t` / `JOIN t`.
@@ -228,13 +228,49 @@ class ChecksSpec(dg.Resolvable):
 
 
 @dataclass(frozen=True)
+class TokenSignInSpec(dg.Resolvable):
+    """A personal access token; its secret is read from an environment variable."""
+
+    name: str
+    secret_env: Annotated[
+        str, dg.Resolver.default(description="Name of the variable holding the token secret.")
+    ]
+
+    def config(self) -> TokenSignIn:
+        return TokenSignIn(name=self.name, secret=dg.EnvVar(self.secret_env))
+
+
+@dataclass(frozen=True)
+class ConnectedAppSignInSpec(dg.Resolvable):
+    """A Connected App (direct trust); its secret value is read from an environment variable."""
+
+    client_id: str
+    secret_id: str
+    secret_value_env: Annotated[
+        str, dg.Resolver.default(description="Name of the variable holding the secret value.")
+    ]
+    username: Annotated[str, dg.Resolver.default(description="The user the app acts as.")]
+
+    def config(self) -> ConnectedAppSignIn:
+        return ConnectedAppSignIn(
+            client_id=self.client_id,
+            secret_id=self.secret_id,
+            secret_value=dg.EnvVar(self.secret_value_env),
+            username=self.username,
+        )
+
+
+@dataclass(frozen=True)
 class TableauServerSpec(dg.Resolvable):
-    """The Tableau server; the token secret is read from an environment variable."""
+    """The Tableau server and how to sign in; secrets are read from environment variables."""
 
     server_url: str
-    token_name: str
-    token_secret_env: Annotated[
-        str, dg.Resolver.default(description="Name of the variable holding the token secret.")
+    sign_in: Annotated[
+        TokenSignInSpec | ConnectedAppSignInSpec,
+        dg.Resolver.default(
+            description="{name, secret_env} (a personal access token) or {client_id, "
+            "secret_id, secret_value_env, username} (a Connected App)."
+        ),
     ]
     site: str = ""
     verify_tls: bool = True
@@ -514,8 +550,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             resources[spec.resource_key] = TableauServerResource(
                 server_url=server.server_url,
                 site=server.site,
-                token_name=server.token_name,
-                token_secret=dg.EnvVar(server.token_secret_env),
+                sign_in=server.sign_in.config(),
                 verify_tls=server.verify_tls,
                 project_match_case=server.project_match_case,
             )

@@ -265,7 +265,9 @@ def _publish_yaml(url: str) -> str:
     project: Default
     description: Sales for the shop's Tableau workbooks.
     owners: [team:bi]
-    server: {{server_url: "{url}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+    server:
+      server_url: "{url}"
+      sign_in: {{name: {TOKEN}, secret_env: SHOP_TABLEAU_SECRET}}
     automation_condition: "{{{{ dg.AutomationCondition.on_cron('0 * * * *') }}}}"
   checks:
     publish_max_lag_minutes: 60
@@ -471,7 +473,9 @@ attributes:
   publish:
     - datasource: Shop Orders
       tables: [orders, customers, products]
-      server: {{server_url: "{{url}}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+      server:
+        server_url: "{{url}}"
+        sign_in: {{name: {TOKEN}, secret_env: SHOP_TABLEAU_SECRET}}
     - datasource: Shop Cities
       tables: [Extract.cities]
 """
@@ -555,7 +559,7 @@ def _build(attributes: dict) -> Definitions:
 
 CSV = {"format": "csv", "path": "data/x.csv"}
 DAILY = {"type": "daily", "start_date": "2024-01-01"}
-TABLEAU = {"server_url": "http://127.0.0.1:9", "token_name": "ci", "token_secret_env": "SECRET"}
+TABLEAU = {"server_url": "http://127.0.0.1:9", "sign_in": {"name": "ci", "secret_env": "SECRET"}}
 
 
 @pytest.mark.parametrize(
@@ -952,7 +956,7 @@ def test_adopt_selects_existing_assets_by_key(tmp_path: Path) -> None:
         adopt: {defs_path: pipeline, keys: [stores]}
         publish:
           datasource: Store Data
-          server: {server_url: "http://127.0.0.1:9", token_name: ci, token_secret_env: SECRET}
+          server: {server_url: "http://127.0.0.1:9", sign_in: {name: ci, secret_env: SECRET}}
         """,
     )
     graph = defs.resolve_asset_graph()
@@ -977,8 +981,8 @@ def test_the_server_spec_finds_a_project_in_another_case_unless_told_not_to(
         publish:
           datasource: Store Data
           project: default
-          server: {{server_url: "{emulator.url}", token_name: {TOKEN},
-                   token_secret_env: SHOP_TABLEAU_SECRET,
+          server: {{server_url: "{emulator.url}",
+                   sign_in: {{name: {TOKEN}, secret_env: SHOP_TABLEAU_SECRET}},
                    project_match_case: {str(match_case).lower()}}}
         """,
     )

@@ -29,7 +29,8 @@ from hyper_assets.errors import (
 )
 from hyper_assets.tableau.actions import Always, Delete
 from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.client import TableauClient, TableauServerResource
+from hyper_assets.tableau.client import TableauClient
+from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
 
 RECORDED = Path(__file__).parent / "recorded"
 XML = "application/xml;charset=UTF-8"
@@ -106,8 +107,7 @@ def replay_server(replay: Replay) -> TableauServerResource:
     return TableauServerResource(
         server_url=replay.url,
         site="Samples",
-        token_name="ci",
-        token_secret="s3cret",
+        sign_in=TokenSignIn(name="ci", secret="s3cret"),
         api_version="3.14",
         max_retries=0,
         job_poll_initial_seconds=0.01,
@@ -288,7 +288,7 @@ def test_an_xml_error_to_a_json_request_keeps_tableaus_code(replay: Replay) -> N
     replay.routes.clear()
     replay.on("POST", r"/auth/signin$", recorded("auth_sign_in_error.xml", 401))
     resource = TableauServerResource(
-        server_url=replay.url, token_name="ci", token_secret="x", api_version="3.14"
+        server_url=replay.url, sign_in=TokenSignIn(name="ci", secret="x"), api_version="3.14"
     )
     with resource.client() as client, pytest.raises(TableauSignInError) as refused:
         client.project("Default")
