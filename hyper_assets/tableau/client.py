@@ -10,7 +10,7 @@ Calls go down three layers: `TableauServerResource` (Dagster config) builds the 
 settings; this client adds the session (lazy sign-in, one fresh sign-in on 401) and the
 endpoints; `transport.Transport` sends each request and retries it while that is safe.
 `replies.parse` reads each reply into a frozen `Project`, `DataSource` or `Job`, or into
-the `TableauRequestError` that says what to do.
+the `TableauRequestError` that says what to do; `jobs.succeeded` what a finished job means.
 """
 
 from __future__ import annotations
@@ -28,49 +28,27 @@ import httpx
 from hyper_assets.errors import (
     ConfigurationError,
     TableauConnectionError,
-    TableauJobCancelledError,
     TableauJobError,
     TableauJobTimeoutError,
     TableauRequestError,
 )
-from hyper_assets.tableau import replies
+from hyper_assets.tableau import jobs, replies
 from hyper_assets.tableau.actions import Action, batch_to_json
 from hyper_assets.tableau.projects import match_project
 from hyper_assets.tableau.replies import DataSource, Job, Project
 from hyper_assets.tableau.settings import ClientSettings
 from hyper_assets.tableau.transport import Transport, maybe_applied, multipart
 
-__all__ = ["DataSource", "Job", "Project", "TableauClient", "UploadProgress", "job_progress_log"]
+__all__ = ["DataSource", "Job", "Project", "TableauClient", "UploadProgress"]
 
 log = logging.getLogger(__name__)
 
 BOOTSTRAP_VERSION = "2.4"  # every server answers serverinfo here; TSC asks here too
 UPDATE_MIN_VERSION = (3, 12)  # PATCH .../data appeared in REST API 3.12 (Tableau 2021.2)
-SUCCESS_CODES = (0, 3)  # finishCode 3 means "completed": a success too
-CANCELLED = 2
 OCTETS = "application/octet-stream"
 
 UploadProgress = Callable[[int, int], None]  # (bytes uploaded, file size)
-BATCH_ADVICE = (
-    "An update batch is atomic, so the data source is unchanged: fix the cause and send the "
-    "batch again with a new RequestID (the same one returns this job for 24 hours)."
-)
 T = TypeVar("T")
-
-
-def job_progress_log(
-    logger: logging.Logger | logging.LoggerAdapter[Any], label: str = "Job"
-) -> Callable[[Job], None]:
-    """An `on_progress` for `wait_for_job` that logs `label <id>: <n>%` when n changes."""
-    shown = -1
-
-    def report(job: Job) -> None:
-        nonlocal shown
-        if job.progress != shown:
-            shown = job.progress
-            logger.info("%s %s: %d%%", label, job.id, job.progress)
-
-    return report
 
 
 class TableauClient:
@@ -274,7 +252,7 @@ class TableauClient:
         log.info("Publishing %r runs as Tableau job %s", name, job.id)
         self.wait_for_job(
             job.id,
-            on_progress=job_progress_log(log, "Publish job"),
+            on_progress=jobs.progress_log(log, "Publish job"),
             advice="The data source was not replaced: publish again.",
         )
         source = self.find_datasource(name, project_id)
@@ -394,7 +372,7 @@ class TableauClient:
         job_id: str,
         *,
         on_progress: Callable[[Job], None] | None = None,
-        advice: str = BATCH_ADVICE,
+        advice: str = jobs.BATCH_ADVICE,
     ) -> Job:
         """Poll until the job completes; it if it succeeded, else raise with its notes and
         `advice` (by default: what to do about a failed update batch)."""
@@ -418,19 +396,4 @@ class TableauClient:
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, settings.job_poll_max_seconds)
-        if job.finish_code in SUCCESS_CODES:
-            return job
-        cancelled = job.finish_code == CANCELLED
-        outcome = "was cancelled" if cancelled else f"failed (finishCode {job.finish_code})"
-        cause = (
-            f"Tableau's notes: {job.notes}"
-            if job.notes
-            else f"Tableau gave no notes: look job {job_id} up on the site's Jobs page "
-            f"({self.jobs_page}) or in the server's backgrounder logs"
-        )
-        raise (TableauJobCancelledError if cancelled else TableauJobError)(
-            f"Tableau job {job_id} {outcome}. {cause}. {advice}",
-            job_id=job_id,
-            finish_code=job.finish_code,
-            notes=job.notes,
-        )
+        return jobs.succeeded(job, self.jobs_page, advice)
