@@ -12,8 +12,8 @@
           sql: SELECT o.* FROM raw_orders o JOIN customers c USING (customer_id)
       publish:
         datasource: Shop
-        server: {server_url: https://tableau.example.com, token_name: ci,
-                 token_secret_env: TABLEAU_TOKEN_SECRET}
+        server: {server_url: https://tableau.example.com,
+                 sign_in: {name: ci, secret_env: TABLEAU_TOKEN_SECRET}}
 
 Each table becomes a Spark asset stored by a `HyperIOManager`; `adopt` instead (or as
 well) takes assets the project already defines in Python. The library's checks and the
@@ -41,23 +41,26 @@ from hyper_assets._component.specs import (
     AdoptSpec,
     ChecksSpec,
     ColumnSpec,
+    ConnectedAppSignInSpec,
     FileSource,
     PublishSpec,
     SparkSpec,
     TableauServerSpec,
     TableYaml,
+    TokenSignInSpec,
 )
 from hyper_assets._component.tables import check_names, table_asset
 from hyper_assets.checks import build_hyper_checks, publish_freshness_check
 from hyper_assets.errors import ComponentSpecError
 from hyper_assets.home import relative_to
 from hyper_assets.io_manager import HyperIOManager
-from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.resource import TableauServerResource
 
 __all__ = [
     "AdoptSpec",
     "ChecksSpec",
     "ColumnSpec",
+    "ConnectedAppSignInSpec",
     "FileSource",
     "HyperExtractComponent",
     "HyperExtractScaffolder",
@@ -65,6 +68,7 @@ __all__ = [
     "SparkSpec",
     "TableYaml",
     "TableauServerSpec",
+    "TokenSignInSpec",
 ]
 
 
@@ -233,8 +237,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             resources[spec.resource_key] = TableauServerResource(
                 server_url=server.server_url,
                 site=server.site,
-                token_name=server.token_name,
-                token_secret=dg.EnvVar(server.token_secret_env),
+                sign_in=server.sign_in.config(),
                 verify_tls=server.verify_tls,
                 project_match_case=server.project_match_case,
             )

@@ -17,6 +17,8 @@ from dagster.components.resolved.core_models import (
     resolve_partitions_def,
 )
 
+from hyper_assets.tableau.resource import ConnectedAppSignIn, TokenSignIn
+
 ResolvedPartitionsDefinition = Annotated[
     dg.PartitionsDefinition | None,
     dg.Resolver(
@@ -190,13 +192,49 @@ class ChecksSpec(dg.Resolvable):
 
 
 @dataclass(frozen=True)
+class TokenSignInSpec(dg.Resolvable):
+    """A personal access token; its secret is read from an environment variable."""
+
+    name: str
+    secret_env: Annotated[
+        str, dg.Resolver.default(description="Name of the variable holding the token secret.")
+    ]
+
+    def config(self) -> TokenSignIn:
+        return TokenSignIn(name=self.name, secret=dg.EnvVar(self.secret_env))
+
+
+@dataclass(frozen=True)
+class ConnectedAppSignInSpec(dg.Resolvable):
+    """A Connected App (direct trust); its secret value is read from an environment variable."""
+
+    client_id: str
+    secret_id: str
+    secret_value_env: Annotated[
+        str, dg.Resolver.default(description="Name of the variable holding the secret value.")
+    ]
+    username: Annotated[str, dg.Resolver.default(description="The user the app acts as.")]
+
+    def config(self) -> ConnectedAppSignIn:
+        return ConnectedAppSignIn(
+            client_id=self.client_id,
+            secret_id=self.secret_id,
+            secret_value=dg.EnvVar(self.secret_value_env),
+            username=self.username,
+        )
+
+
+@dataclass(frozen=True)
 class TableauServerSpec(dg.Resolvable):
-    """The Tableau server; the token secret is read from an environment variable."""
+    """The Tableau server and how to sign in; secrets are read from environment variables."""
 
     server_url: str
-    token_name: str
-    token_secret_env: Annotated[
-        str, dg.Resolver.default(description="Name of the variable holding the token secret.")
+    sign_in: Annotated[
+        TokenSignInSpec | ConnectedAppSignInSpec,
+        dg.Resolver.default(
+            description="{name, secret_env} (a personal access token) or {client_id, "
+            "secret_id, secret_value_env, username} (a Connected App)."
+        ),
     ]
     site: str = ""
     verify_tls: bool = True

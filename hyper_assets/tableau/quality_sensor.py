@@ -22,8 +22,8 @@ import dagster as dg
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from hyper_assets.errors import ConfigurationError
-from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.quality import QualityWarning, WarningType, set_quality_warning
+from hyper_assets.tableau.resource import TableauServerResource
 
 #: Check results read per check and tick, newest first (covers as many recent partitions).
 HISTORY = 200
