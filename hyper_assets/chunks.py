@@ -88,28 +88,39 @@ def download(store: ObjectStore, parts: tuple[Part, ...], target: Path, where: s
     `target` as it is where they still match, else fetched; `CorruptFileError` when a
     fetched part's bytes are not those the manifest names. Replaces `target` at once."""
     partial = target.with_name(f".{target.name}.download")
-    transfer = Transfer()
-    with _existing(target) as old, partial.open("wb") as out:
-        for part in parts:
-            block = b""
-            if old is not None:
-                old.seek(part.offset)
-                block = old.read(part.size)
-            if len(block) == part.size and hashlib.sha256(block).hexdigest() == part.sha256:
-                transfer += Transfer(kept=part.size)
-            else:
-                block = bytes(obstore.get(store, part.key).bytes())
-                if hashlib.sha256(block).hexdigest() != part.sha256:
-                    raise CorruptFileError(
-                        f"{where}/{part.key} does not hold the bytes its manifest names "
-                        "(their SHA-256 differs); nothing was changed. Restore the object "
-                        "from the store's versions."
-                    )
-                transfer += Transfer(moved=part.size)
-            out.write(block)
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with _existing(target) as old, partial.open("wb") as out:
+            transfer = _assemble(store, parts, old, out, where)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     os.replace(partial, target)
+    return transfer
+
+
+def _assemble(
+    store: ObjectStore, parts: tuple[Part, ...], old: BinaryIO | None, out: BinaryIO, where: str
+) -> Transfer:
+    transfer = Transfer()
+    for part in parts:
+        block = b""
+        if old is not None:
+            old.seek(part.offset)
+            block = old.read(part.size)
+        if len(block) == part.size and hashlib.sha256(block).hexdigest() == part.sha256:
+            transfer += Transfer(kept=part.size)
+        else:
+            block = bytes(obstore.get(store, part.key).bytes())
+            if hashlib.sha256(block).hexdigest() != part.sha256:
+                raise CorruptFileError(
+                    f"{where}/{part.key} does not hold the bytes its manifest names "
+                    "(their SHA-256 differs); nothing was changed. Restore the object "
+                    "from the store's versions."
+                )
+            transfer += Transfer(moved=part.size)
+        out.write(block)
     return transfer
 
 

@@ -70,6 +70,7 @@ def test_a_commit_uploads_only_the_chunks_its_base_lacks(bucket, tmp_path):
     with pytest.raises(CorruptFileError, match="SHA-256"):
         generations.download(two, cold)
     assert cold.generation() is None and not (tmp_path / "c" / "shop.hyper").exists()
+    assert not list((tmp_path / "c").glob(".*.download"))  # no partial file left
 
 
 def test_generations_written_as_whole_files_are_still_read(bucket, tmp_path, hyper):
