@@ -34,6 +34,7 @@ from hyper_assets import (
     publish_freshness_check,
     tableau_datasource_asset,
 )
+from hyper_assets.chunks import Transfer
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import (
     DatabaseLockedError,
@@ -41,7 +42,6 @@ from hyper_assets.errors import (
     HomeStoreError,
     LeaseLostError,
 )
-from hyper_assets.chunks import Transfer
 from hyper_assets.generations import Generations, WorkingCopy
 from hyper_assets.home import HomeSettings, HyperDatabase, StoreHome, parse_home, relative_to
 from hyper_assets.lease import Lease
