@@ -1,7 +1,7 @@
 """Deleting what an object-store home no longer needs: old generations' chunks, and the
 chunks of writers that were killed or refused before their commit.
 
-A writer collects right after its commit, under its lease. It keeps:
+A writer collects right after every `keep`-th commit, under its lease. It keeps:
 
 - every object the newest `keep` generations name (whole files of format-1 generations
   too);

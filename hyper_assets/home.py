@@ -120,8 +120,8 @@ class HomeSettings(Config):
     keep_generations: int = Field(
         default=10,
         ge=1,
-        description="How many of the newest generations a commit keeps; it deletes the "
-        "chunks no kept generation names (old generations', killed writers').",
+        description="How many of the newest generations are kept: every this-many-th "
+        "commit deletes the chunks none of them names (old generations', killed writers').",
     )
     keep_seconds: float = Field(
         default=3600.0,
@@ -251,13 +251,14 @@ class _Held:
     settings: HomeSettings
 
     def commit(self) -> None:
-        """Makes the working copy the next generation (fenced by the lease's renewal),
-        and deletes what no kept generation names."""
-        base = self.base
-        self.base = self.generations.commit(base, self.working, self.lease.id, self.lease.renew)
-        if self.base != base:
+        """Makes the working copy the next generation (fenced by the lease's renewal);
+        every `keep_generations`-th also deletes what no kept generation names."""
+        base, keep = self.base, self.settings.keep_generations
+        self.base = committed = self.generations.commit(
+            base, self.working, self.lease.id, self.lease.renew
+        )
+        if committed != base and committed.number % keep == 0:  # every keep-th commit
             grace = self.settings.keep_seconds + self.settings.lease_seconds
-            keep = self.settings.keep_generations
             collect_quietly(self.generations, keep, grace, self.lease.renew)
 
     def save(self) -> None:
