@@ -8,7 +8,7 @@ LOWEST := .venv-lowest
 # Two pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: test test-fast test-lowest lint demo ui bench bench-scale java browser clean
+.PHONY: test test-fast test-lowest lint demo ui bench bench-scale bench-home java browser clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -76,6 +76,10 @@ bench: $(STAMP)
 # TPC-H scale factor 1: load, cluster, month replace, publish, compaction (about 7 minutes).
 bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/scale.py
+
+# Bytes uploaded and seconds per write to an s3:// home (moto) against a local path.
+bench-home: $(STAMP)
+	$(BIN)/python benchmarks/home.py
 
 clean:
 	rm -rf $(VENV) $(LOWEST) .pytest_cache

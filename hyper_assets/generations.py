@@ -2,30 +2,31 @@
 
 Under the home's prefix (`s3://bucket/path/shop.hyper/`):
 
-- `generations/<n>-<token>/<file>`: the files of a committed state (the `.hyper` file,
-  its outbox and the state kept beside it), written once and never changed;
-- `manifest/<n>.json`: generation n's list of those files. Creating it with the store's
-  create-if-absent write (S3 `If-None-Match: *`) is the commit: of two writers that both
-  start from generation n - 1, one creates `manifest/<n>.json`, the other gets
-  `HomeConflictError` and its files stay uncommitted. Manifests are never deleted (a
-  deleted one could be created again by a stalled writer);
+- `chunks/<sha256>`: the bytes of the files of committed states (the `.hyper` file, its
+  outbox and the state kept beside it), cut into content-addressed chunks
+  (`hyper_assets.chunks`), each written once and never changed;
+- `manifest/<n>.json`: generation n's files, each as its list of chunks. Creating it with
+  the store's create-if-absent write (S3 `If-None-Match: *`) is the commit: of two
+  writers that both start from generation n - 1, one creates `manifest/<n>.json`, the
+  other gets `HomeConflictError` and its chunks stay uncommitted. Manifests are never
+  deleted (a deleted one could be created again by a stalled writer);
+- `generations/<n>-<token>/<file>`: whole files, as manifests of format 1 named them
+  (written by earlier versions; still read, no longer written);
 - `lease.json`: who may write now (`hyper_assets.lease`).
 
-A file unchanged since the generation a write started from is not uploaded again: the
-new manifest names the old object. A run keeps a working copy of one generation on its
-disk, with a marker naming it, and downloads only when the home's current generation is
-another. The marker is removed before the copy is written to, so a copy that a failed
-or killed write changed is downloaded again.
+A commit uploads only the chunks its base generation lacks; `hyper_assets.collect`
+deletes what no recent generation names. A run keeps a working copy of one generation on
+its disk, with a marker naming it, and downloads only when the home's current generation
+is another, and then only the chunks its copy lacks. The marker is removed before the
+copy is written to, so a copy that a failed or killed write changed is checked again.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,10 +37,13 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError
 from obstore.store import ObjectStore
 
+from hyper_assets import chunks
 from hyper_assets._files import write_json
+from hyper_assets.chunks import Part, Transfer, chunk_key
 from hyper_assets.errors import CorruptFileError, HomeConflictError, HomeStoreError
 
-FORMAT = 1
+FORMAT = 2  # 1: each file one object under generations/; 2: content-addressed chunks
+READS = (1, 2)
 MANIFESTS = "manifest/"
 _DIGITS = 20  # manifest numbers are zero-padded: the store lists them in order
 MARKER = ".generation.json"
@@ -47,12 +51,30 @@ MARKER = ".generation.json"
 
 @dataclass(frozen=True)
 class StoredFile:
-    """One file of a generation: its path in the working copy and its object."""
+    """One file of a generation: its path in the working copy and its parts in order."""
 
     path: str
-    key: str
     size: int
-    sha256: str
+    parts: tuple[Part, ...]
+
+    def to_record(self) -> dict[str, Any]:
+        chunks = [{"sha256": p.sha256, "size": p.size} for p in self.parts]
+        return {"path": self.path, "size": self.size, "chunks": chunks}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], version: int) -> StoredFile:
+        size = int(record["size"])
+        if version == 1:  # the whole file, one object
+            whole = Part(str(record["key"]), 0, size, str(record["sha256"]))
+            return cls(str(record["path"]), size, (whole,))
+        parts, offset = [], 0
+        for chunk in record["chunks"]:
+            digest, length = str(chunk["sha256"]), int(chunk["size"])
+            parts.append(Part(chunk_key(digest), offset, length, digest))
+            offset += length
+        if offset != size:
+            raise ValueError(f"the chunks of {record['path']} hold {offset} bytes, not {size}")
+        return cls(str(record["path"]), size, tuple(parts))
 
 
 @dataclass(frozen=True)
@@ -71,6 +93,11 @@ class Manifest:
     def key(self) -> str:
         return manifest_key(self.number)
 
+    @property
+    def keys(self) -> frozenset[str]:
+        """The objects its files are made of."""
+        return frozenset(p.key for f in self.files for p in f.parts)
+
     def to_bytes(self) -> bytes:
         body = {
             "format": FORMAT,
@@ -78,7 +105,7 @@ class Manifest:
             "token": self.token,
             "extract_id": self.extract_id,
             "lease_id": self.lease_id,
-            "files": [f.__dict__ for f in self.files],
+            "files": [f.to_record() for f in self.files],
             "committed_at": self.committed_at,
         }
         return json.dumps(body, indent=1).encode()
@@ -87,14 +114,15 @@ class Manifest:
     def parse(cls, body: bytes, where: str) -> Manifest:
         try:
             record: dict[str, Any] = json.loads(body)
-            if record["format"] != FORMAT:
-                raise ValueError(f"format {record['format']}, this library reads {FORMAT}")
+            version = record["format"]
+            if version not in READS:
+                raise ValueError(f"format {version}, this library reads {READS}")
             return cls(
                 number=int(record["number"]),
                 token=str(record["token"]),
                 extract_id=str(record["extract_id"]),
                 lease_id=str(record["lease_id"]),
-                files=tuple(StoredFile(**f) for f in record["files"]),
+                files=tuple(StoredFile.from_record(f, version) for f in record["files"]),
                 committed_at=str(record["committed_at"]),
             )
         except (ValueError, KeyError, TypeError) as error:
@@ -130,16 +158,24 @@ class Generations:
 
     def __init__(self, store: ObjectStore, where: str, name: str) -> None:
         self.store, self.where, self.name = store, where, name
+        self.sent = Transfer()  # by the last commit
 
     def current(self) -> Manifest | None:
         """The newest committed generation; None for a home nothing was committed to."""
+        keys = self.numbers()
+        return self.read(max(keys)) if keys else None
+
+    def numbers(self) -> list[int]:
+        """The numbers of the committed generations, oldest first."""
         with store_errors(self.where):
             keys = [m["path"] for batch in obstore.list(self.store, MANIFESTS) for m in batch]
-            if not keys:
-                return None
-            newest = max(keys)
-            body = bytes(obstore.get(self.store, newest).bytes())
-        return Manifest.parse(body, f"{self.where}/{newest}")
+        return sorted(int(k.removeprefix(MANIFESTS).removesuffix(".json")) for k in keys)
+
+    def read(self, number: int) -> Manifest:
+        key = manifest_key(number)
+        with store_errors(self.where):
+            body = bytes(obstore.get(self.store, key).bytes())
+        return Manifest.parse(body, f"{self.where}/{key}")
 
     def commit(
         self,
@@ -148,33 +184,28 @@ class Generations:
         lease_id: str,
         fence: Callable[[], None] = lambda: None,
     ) -> Manifest:
-        """Uploads the working copy's files and makes them generation `base + 1`
-        (returns `base` when they are its files).
+        """Uploads the chunks of the working copy's files that `base` lacks and makes
+        them generation `base + 1` (returns `base` when they are its files).
 
         `fence` runs between the upload and the commit (the lease's renewal: it raises
         when the lease was lost, so nothing is committed). Raises `HomeConflictError` if
-        another writer committed that generation first; this one's uploaded files are
-        then orphans, and the current generation is theirs.
+        another writer committed that generation first; this one's uploaded chunks are
+        then orphans, and the current generation is theirs. `sent` holds the bytes moved.
         """
         number = (base.number if base else 0) + 1
-        token = uuid.uuid4().hex[:12]
-        unchanged = {(f.path, f.sha256): f for f in base.files} if base else {}
-        files = []
+        stored = base.keys if base else frozenset()
+        files, self.sent = [], Transfer()
         with store_errors(self.where):
             for path, local in working.files():
-                digest = sha256(local)
-                stored = unchanged.get((path, digest))
-                if stored is None:
-                    key = f"generations/{number:0{_DIGITS}d}-{token}/{path}"
-                    obstore.put(self.store, key, local)
-                    stored = StoredFile(path, key, local.stat().st_size, digest)
-                files.append(stored)
+                parts, transfer = chunks.upload(self.store, local, stored)
+                files.append(StoredFile(path, sum(p.size for p in parts), parts))
+                self.sent += transfer
             if base is not None and tuple(files) == base.files:
                 working.mark(base)  # nothing changed: the home holds this state already
                 return base
             manifest = Manifest(
                 number,
-                token,
+                uuid.uuid4().hex[:12],
                 base.extract_id if base else uuid.uuid4().hex,
                 lease_id,
                 tuple(files),
@@ -192,23 +223,22 @@ class Generations:
         working.mark(manifest)
         return manifest
 
-    def download(self, manifest: Manifest | None, working: WorkingCopy) -> bool:
-        """Makes the working copy equal to `manifest` (empty for None); whether it
-        downloaded anything (nothing when the copy already is that generation)."""
+    def download(self, manifest: Manifest | None, working: WorkingCopy) -> Transfer | None:
+        """Makes the working copy equal to `manifest` (empty for None), fetching only the
+        chunks it lacks; the bytes moved, or None when the copy already is that
+        generation."""
         if working.generation() == _identity(manifest):
-            return False
-        working.clear()
+            return None
+        files = manifest.files if manifest else ()
+        working.clear(keep={f.path for f in files})
+        transfer = Transfer()
         with store_errors(self.where):
-            for stored in manifest.files if manifest else ():
+            for stored in files:
                 target = working.directory / stored.path
                 target.parent.mkdir(parents=True, exist_ok=True)
-                partial = target.with_name(f".{target.name}.download")
-                with partial.open("wb") as out:
-                    for chunk in obstore.get(self.store, stored.key):
-                        out.write(chunk)
-                os.replace(partial, target)
+                transfer += chunks.download(self.store, stored.parts, target, self.where)
         working.mark(manifest)
-        return True
+        return transfer
 
 
 def _identity(manifest: Manifest | None) -> dict[str, Any]:
@@ -253,18 +283,13 @@ class WorkingCopy:
         generation (a failed write's copy is downloaded again)."""
         self._marker.unlink(missing_ok=True)
 
-    def clear(self) -> None:
+    def clear(self, keep: Collection[str] = ()) -> None:
+        """Removes the generation's files but those at the paths in `keep` (a download
+        reuses their chunks)."""
         self.changing()
-        for _, path in list(self.files()):
-            path.unlink()
+        for relative, path in list(self.files()):
+            if relative not in keep:
+                path.unlink()
         outbox = self.directory / f"{self.name}.outbox"
-        if outbox.is_dir():
+        if outbox.is_dir() and not any(k.startswith(f"{self.name}.outbox/") for k in keep):
             shutil.rmtree(outbox)
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        while block := source.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()

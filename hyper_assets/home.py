@@ -26,6 +26,7 @@ from dagster import Config, ConfigurableResource
 from obstore.store import ObjectStore, S3Store
 from pydantic import Field
 
+from hyper_assets.collect import collect_quietly
 from hyper_assets.errors import UnsupportedHomeError
 from hyper_assets.generations import Generations, Manifest, WorkingCopy, store_errors
 from hyper_assets.lease import Lease
@@ -116,6 +117,19 @@ class HomeSettings(Config):
         description="How long a writer's lease lasts without renewal (it renews every "
         "third of it); a killed writer's lease is taken over after it.",
     )
+    keep_generations: int = Field(
+        default=10,
+        ge=1,
+        description="How many of the newest generations are kept: every this-many-th "
+        "commit deletes the chunks none of them names (old generations', killed writers').",
+    )
+    keep_seconds: float = Field(
+        default=3600.0,
+        ge=0.0,
+        description="An object is deleted only once older than this plus lease_seconds, "
+        "and a generation's only this plus lease_seconds after it stopped being "
+        "current: a reader still downloading it, or a writer still uploading, finishes.",
+    )
 
 
 class HyperDatabase(ConfigurableResource):
@@ -168,7 +182,7 @@ class HyperDatabase(ConfigurableResource):
         generations = Generations(store, home.uri, home.name)
         timeout = self.hyper.lock_timeout_seconds
         with Lease(store, home.uri, self.settings.lease_seconds, timeout) as lease:
-            held = _Held(generations, working, lease, generations.current())
+            held = _Held(generations, working, lease, generations.current(), self.settings)
             generations.download(held.base, working)
             working.changing()
             yield held
@@ -234,12 +248,18 @@ class _Held:
     working: WorkingCopy
     lease: Lease
     base: Manifest | None
+    settings: HomeSettings
 
     def commit(self) -> None:
-        """Makes the working copy the next generation (fenced by the lease's renewal)."""
-        self.base = self.generations.commit(
-            self.base, self.working, self.lease.id, fence=self.lease.renew
+        """Makes the working copy the next generation (fenced by the lease's renewal);
+        every `keep_generations`-th also deletes what no kept generation names."""
+        base, keep = self.base, self.settings.keep_generations
+        self.base = committed = self.generations.commit(
+            base, self.working, self.lease.id, self.lease.renew
         )
+        if committed != base and committed.number % keep == 0:  # every keep-th commit
+            grace = self.settings.keep_seconds + self.settings.lease_seconds
+            collect_quietly(self.generations, keep, grace, self.lease.renew)
 
     def save(self) -> None:
         """`commit`, and goes on changing the copy."""

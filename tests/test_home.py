@@ -35,6 +35,7 @@ from hyper_assets import (
     publish_freshness_check,
     tableau_datasource_asset,
 )
+from hyper_assets.chunks import Transfer
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import (
     DatabaseLockedError,
@@ -141,19 +142,19 @@ def test_each_commit_is_the_next_generation_and_a_fresh_copy_downloads_it(bucket
     (first.directory / "shop.hyper").write_bytes(b"v2")
     two = generations.commit(one, first, "lease-2")
     assert (generations.current(), two.number, two.extract_id) == (two, 2, one.extract_id)
-    reused = {f.path: f.key for f in two.files}
-    assert reused["shop.hyper.outbox/state.json"] == one.files[1].key  # not uploaded again
-    assert reused["shop.hyper"] != one.files[0].key
+    assert two.files[1] == one.files[1]  # the unchanged outbox: the same chunk
+    assert two.files[0].parts != one.files[0].parts
+    assert generations.sent.moved == 2  # b"v2" only
 
     fresh = WorkingCopy(tmp_path / "b", "shop.hyper")
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "shop.hyper.stale").write_bytes(b"left by a killed write")
-    assert generations.download(two, fresh)
+    assert generations.download(two, fresh) == Transfer(moved=4)
     assert contents(fresh) == {"shop.hyper": b"v2", "shop.hyper.outbox/state.json": b"{}"}
-    assert not generations.download(two, fresh)  # already that generation: nothing moved
-    fresh.changing()  # a write began and failed: the copy is downloaded again
+    assert generations.download(two, fresh) is None  # already that generation
+    fresh.changing()  # a write began and failed: the copy is checked, the file fetched again
     (fresh.directory / "shop.hyper").write_bytes(b"half-written")
-    assert generations.download(two, fresh)
+    assert generations.download(two, fresh) == Transfer(moved=2, kept=2)
     assert contents(fresh)["shop.hyper"] == b"v2"
 
 
@@ -470,7 +471,7 @@ def test_two_writers_at_once_both_commit(hyper, home_uri, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("during", ["generations/", "manifest/"], ids=["upload", "commit"])
+@pytest.mark.parametrize("during", ["chunks/", "manifest/"], ids=["upload", "commit"])
 def test_a_step_killed_during_upload_or_commit_leaves_the_previous_generation(
     hyper, home_uri, tmp_path, during
 ):
@@ -491,7 +492,7 @@ def test_a_step_killed_during_upload_or_commit_leaves_the_previous_generation(
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("during", "refusal"),
-    [("generations/", "LeaseLostError"), ("manifest/", "HomeConflictError")],
+    [("chunks/", "LeaseLostError"), ("manifest/", "HomeConflictError")],
     ids=["before-the-fence", "after-the-fence"],
 )
 def test_a_stalled_writer_whose_lease_expired_cannot_commit(

@@ -1,0 +1,108 @@
+"""Deleting what an object-store home no longer needs: old generations' chunks, and the
+chunks of writers that were killed or refused before their commit.
+
+A writer collects right after every `keep`-th commit, under its lease. It keeps:
+
+- every object the newest `keep` generations name (whole files of format-1 generations
+  too);
+- every object a generation names that stopped being current less than `grace_seconds`
+  ago: a reader that read its manifest while it was current may still be downloading;
+- every object younger than `grace_seconds`: a writer may have uploaded it and not yet
+  committed (a stalled writer's commit is fenced by its lease, but its upload is not).
+
+and deletes the other objects under `chunks/` and `generations/`. Ages are counted on the
+store's clock (the objects' last-modified times, against the newest object of the home),
+never on this machine's. Manifests are never deleted (a deleted manifest could be created
+again by a stalled writer); `lease.json` is the lease's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from itertools import pairwise
+
+import obstore
+
+from hyper_assets.chunks import CHUNKS
+from hyper_assets.errors import HyperAssetsError
+from hyper_assets.generations import MANIFESTS, Generations, manifest_key, store_errors
+
+_log = logging.getLogger(__name__)
+WHOLE_FILES = "generations/"  # format 1
+_BATCH = 1000  # objects per delete request (S3's limit)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What a collection kept and deleted."""
+
+    kept_generations: tuple[int, ...]
+    deleted_objects: int
+    deleted_bytes: int
+
+
+def collect(
+    generations: Generations,
+    keep: int,
+    grace_seconds: float,
+    fence: Callable[[], None] = lambda: None,
+) -> Collected:
+    """Deletes the objects of `generations`' home that no kept generation names (see the
+    module's docstring); `fence` runs before each delete request (the lease's renewal:
+    a collector whose lease was lost deletes nothing more)."""
+    store, where = generations.store, generations.where
+    with store_errors(where):
+        listed = {m["path"]: m for batch in obstore.list(store) for m in batch}
+    if not listed:
+        return Collected((), 0, 0)
+    now = max(m["last_modified"] for m in listed.values())
+    recent = now - timedelta(seconds=grace_seconds)
+    numbers = sorted(
+        int(k.removeprefix(MANIFESTS).removesuffix(".json"))
+        for k in listed
+        if k.startswith(MANIFESTS)
+    )
+    kept = set(numbers[-keep:])
+    for older, newer in pairwise(numbers):
+        if listed[manifest_key(newer)]["last_modified"] > recent:
+            kept.add(older)  # current until a moment ago: a reader may still download it
+    named = set().union(*(generations.read(n).keys for n in kept)) if kept else set()
+    doomed = [
+        meta
+        for key, meta in sorted(listed.items())
+        if key.startswith((CHUNKS, WHOLE_FILES))
+        and key not in named
+        and meta["last_modified"] <= recent
+    ]
+    for start in range(0, len(doomed), _BATCH):
+        fence()
+        with store_errors(where):
+            obstore.delete(store, [m["path"] for m in doomed[start : start + _BATCH]])
+    collected = Collected(tuple(sorted(kept)), len(doomed), sum(m["size"] for m in doomed))
+    if doomed:
+        _log.info(
+            "Deleted %d objects (%d bytes) of %s that none of generations %s names.",
+            collected.deleted_objects,
+            collected.deleted_bytes,
+            where,
+            ", ".join(map(str, collected.kept_generations)),
+        )
+    return collected
+
+
+def collect_quietly(
+    generations: Generations, keep: int, grace_seconds: float, fence: Callable[[], None]
+) -> None:
+    """`collect` after a commit: a failure is a warning, since the rows are committed
+    (the next commit collects again)."""
+    try:
+        collect(generations, keep, grace_seconds, fence)
+    except HyperAssetsError as error:
+        _log.warning(
+            "Old generations of %s were not deleted (%s); the next commit tries again.",
+            generations.where,
+            str(error).splitlines()[0],
+        )

@@ -1,0 +1,178 @@
+"""Generations as content-addressed chunks, against moto's S3 server on loopback: a commit
+uploads only the chunks its base lacks, a download fetches only the chunks the working
+copy lacks and checks them, manifests of format 1 (whole files) are still read, and old
+generations and orphans are deleted while every kept generation stays whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from datetime import date
+from pathlib import Path
+
+import boto3
+import pyarrow as pa
+import pytest
+import test_home
+from dagster import DailyPartitionsDefinition, asset, materialize
+from helpers import query
+from test_home import contents, store_home, working_copy
+
+from hyper_assets import HyperIOManager
+from hyper_assets.chunks import CHUNK_SIZE, Transfer
+from hyper_assets.collect import collect
+from hyper_assets.errors import CorruptFileError
+from hyper_assets.generations import Generations, WorkingCopy
+from hyper_assets.home import HomeSettings, HyperDatabase
+
+KEY = "extracts/shop.hyper"
+moto_s3, bucket = test_home.moto_s3, test_home.bucket  # its fixtures
+
+
+def random_bytes(size: int, seed: int) -> bytes:
+    return b"".join(hashlib.sha256(f"{seed}-{n}".encode()).digest() for n in range(size // 32))
+
+
+def stored(bucket: str) -> dict[str, int]:
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=KEY + "/")
+    return {o["Key"].removeprefix(KEY + "/"): o["Size"] for o in listed.get("Contents", [])}
+
+
+def test_a_commit_uploads_only_the_chunks_its_base_lacks(bucket, tmp_path):
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    body = bytearray(random_bytes(8 * CHUNK_SIZE, seed=1))
+    copy = working_copy(tmp_path / "a", **{"shop.hyper": bytes(body)})
+    one = generations.commit(None, copy, "lease")
+    assert generations.sent == Transfer(moved=len(body))
+    before = stored(bucket)
+    body[3 * CHUNK_SIZE + 17] ^= 0xFF  # a block changed in place, as Hyper writes
+    (copy.directory / "shop.hyper").write_bytes(bytes(body))
+    two = generations.commit(one, copy, "lease")
+    added = {k: n for k, n in stored(bucket).items() if k not in before}
+    chunk = f"chunks/{hashlib.sha256(body[3 * CHUNK_SIZE : 4 * CHUNK_SIZE]).hexdigest()}"
+    assert set(added) == {chunk, "manifest/00000000000000000002.json"}
+    assert added[chunk] == CHUNK_SIZE == generations.sent.moved
+    assert generations.sent.kept == 7 * CHUNK_SIZE
+
+    # A copy one generation behind fetches the changed chunk only, and checks every chunk.
+    behind = WorkingCopy(tmp_path / "b", "shop.hyper")
+    (tmp_path / "b").mkdir()
+    assert generations.download(one, behind) == Transfer(moved=8 * CHUNK_SIZE)
+    assert generations.download(two, behind) == Transfer(moved=CHUNK_SIZE, kept=7 * CHUNK_SIZE)
+    assert contents(behind) == {"shop.hyper": bytes(body)}
+
+    # A chunk whose bytes are not those its name says is refused, the copy left unmarked.
+    boto3.client("s3").put_object(Bucket=bucket, Key=f"{KEY}/{chunk}", Body=b"x" * CHUNK_SIZE)
+    cold = WorkingCopy(tmp_path / "c", "shop.hyper")
+    (tmp_path / "c").mkdir()
+    with pytest.raises(CorruptFileError, match="SHA-256"):
+        generations.download(two, cold)
+    assert cold.generation() is None and not (tmp_path / "c" / "shop.hyper").exists()
+    assert not list((tmp_path / "c").glob(".*.download"))  # no partial file left
+
+
+def test_generations_written_as_whole_files_are_still_read(bucket, tmp_path, hyper):
+    """A home committed by the previous version (manifest format 1: one object per file
+    under generations/) is read, and the next write commits it as chunks."""
+    local = tmp_path / "old" / "shop.hyper"
+    writer = HyperIOManager(database=str(local))
+    assert materialize(
+        [sales], partition_key="2024-01-01", resources={"io_manager": writer}
+    ).success
+    body = local.read_bytes()
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=bucket, Key=f"{KEY}/generations/1-abc/shop.hyper", Body=body)
+    manifest = {
+        "format": 1,
+        "number": 1,
+        "token": "abc",
+        "extract_id": "e1",
+        "lease_id": "old",
+        "files": [
+            {
+                "path": "shop.hyper",
+                "key": "generations/1-abc/shop.hyper",
+                "size": len(body),
+                "sha256": hashlib.sha256(body).hexdigest(),
+            }
+        ],
+        "committed_at": "2026-01-01T00:00:00+00:00",
+    }
+    s3.put_object(
+        Bucket=bucket, Key=f"{KEY}/manifest/{1:020d}.json", Body=json.dumps(manifest).encode()
+    )
+    uri = f"s3://{bucket}/{KEY}"
+    home = HyperIOManager(database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / "w")))
+    assert materialize([sales], partition_key="2024-01-02", resources={"io_manager": home}).success
+    current = Generations(store_home(bucket).connect(), uri, "shop.hyper").current()
+    assert current is not None and current.number == 2 and current.extract_id == "e1"
+    assert all(p.key.startswith("chunks/") for f in current.files for p in f.parts)
+    assert read_days(hyper, uri, tmp_path / "r") == [["2024-01-01", 3], ["2024-01-02", 3]]
+
+
+def test_old_generations_and_orphans_are_deleted_and_kept_ones_stay_whole(bucket, tmp_path):
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    copy = working_copy(tmp_path / "a")
+    manifests = []
+    for n in range(4):  # each generation shares chunk 0 and has a chunk of its own
+        body = random_bytes(CHUNK_SIZE, seed=0) + random_bytes(CHUNK_SIZE, seed=10 + n)
+        (copy.directory / "shop.hyper").write_bytes(body)
+        manifests.append(generations.commit(manifests[-1] if manifests else None, copy, "l"))
+    orphan = random_bytes(CHUNK_SIZE, seed=99)  # a killed writer's upload
+    orphan_key = f"chunks/{hashlib.sha256(orphan).hexdigest()}"
+    boto3.client("s3").put_object(Bucket=bucket, Key=f"{KEY}/{orphan_key}", Body=orphan)
+    shared = manifests[0].files[0].parts[0].key
+
+    # Within the grace time nothing goes: a reader may still download generation 1.
+    assert collect(generations, keep=2, grace_seconds=3600).deleted_objects == 0
+    time.sleep(1.1)  # the store's clock counts whole seconds
+    done = collect(generations, keep=2, grace_seconds=0)
+    assert done.kept_generations == (3, 4)
+    own = [m.files[0].parts[1].key for m in manifests]
+    left = set(stored(bucket))
+    assert {own[0], own[1], orphan_key}.isdisjoint(left)
+    assert {shared, own[2], own[3]} <= left
+    assert done.deleted_objects == 3 and done.deleted_bytes == 3 * CHUNK_SIZE
+    assert sum(k.startswith("manifest/") for k in left) == 4  # manifests are never deleted
+    for kept in manifests[2:]:
+        fresh = WorkingCopy(tmp_path / f"fresh{kept.number}", "shop.hyper")
+        fresh.directory.mkdir()
+        generations.download(kept, fresh)
+        assert contents(fresh)["shop.hyper"][CHUNK_SIZE:] == random_bytes(
+            CHUNK_SIZE, seed=10 + kept.number - 1
+        )
+
+
+def test_a_writer_deletes_generations_beyond_the_ones_it_keeps(bucket, tmp_path, hyper):
+    uri = f"s3://{bucket}/{KEY}"
+    settings = HomeSettings(
+        working_dir=str(tmp_path / "w"), keep_generations=2, keep_seconds=0, lease_seconds=1
+    )
+    writer = HyperIOManager(database=uri, home_settings=settings)
+    for day in ("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"):
+        assert materialize([sales], partition_key=day, resources={"io_manager": writer}).success
+        time.sleep(1.1)  # older than keep_seconds + lease_seconds on the store's clock
+    generations = Generations(store_home(bucket).connect(), uri, "shop.hyper")
+    named = generations.read(3).keys | generations.read(4).keys
+    chunks = {k for k in stored(bucket) if k.startswith("chunks/")}
+    assert chunks == named  # what generations 1 and 2 alone named is gone
+    assert read_days(hyper, uri, tmp_path / "r") == [[f"2024-01-0{d}", 3] for d in (1, 2, 3, 4)]
+
+
+DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
+
+
+@asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+def sales(context) -> pa.Table:
+    day = date.fromisoformat(context.partition_key)
+    return pa.table({"day": [day] * 3, "id": pa.array([1, 2, 3], pa.int64())})
+
+
+def read_days(hyper, uri: str, scratch: Path) -> list[list[object]]:
+    reader = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(scratch)))
+    with reader.reading() as database:
+        sql = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
+        return query(hyper, database, sql)
