@@ -22,6 +22,11 @@ def transaction(connection: Connection) -> Iterator[None]:
     connection.execute_command("COMMIT")
 
 
+def table_label(table: TableName) -> str:
+    """`schema.table` as a user reads it in an error message."""
+    return ".".join(n.unescaped for n in (table.schema_name.name, table.name) if n)
+
+
 def attach(
     connection: Connection, path: str | Path, alias: str, *, read_only: bool = False
 ) -> None:

@@ -40,6 +40,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
+from hyper_assets._hyper_errors import as_error
 from hyper_assets._sql import count_rows, transaction
 from hyper_assets.errors import (
     ConfigurationError,
@@ -143,7 +144,8 @@ def _insert(connection: Connection, write: Write, target: TableName, staged: Sta
     if loaded != expected:
         raise IngestError(
             f"Hyper loaded {loaded} of the {expected} rows staged for "
-            f"{table_label(write.table)}; nothing was written. Run the step again."
+            f"{table_label(write.table)}; nothing was written. Run the step again.",
+            table=table_label(write.table),
         )
     return loaded
 
@@ -162,10 +164,13 @@ def _explain(
 ) -> Exception:
     """Turns Hyper's message into an error that names the table and says what to do."""
     label, text = table_label(write.table), str(error)
+    unloaded = as_error(
+        error, table=write.table, otherwise=IngestError, advice="Its rows are unchanged."
+    )
     if "non-NULL value required" in text:
         return _null_error(connection, write, files)
     if "invalid geography" in text:
-        return _geography_error(connection, write, files) or IngestError(text.strip())
+        return _geography_error(connection, write, files) or unloaded
     if "128-bit numerics" in text or "32-bit floating" in text.lower():
         return UnsupportedTypeError(
             f"{label}: the existing .hyper file has an older format version than these "
@@ -173,10 +178,7 @@ def _explain(
             "with hyper_assets.upgrade_database(path, version=...) (HyperIOManager does "
             f"so itself), or narrow the columns. Hyper said: {text.strip()}"
         )
-    return IngestError(
-        f"Hyper could not load the rows for {label}; its rows are unchanged. "
-        f"Hyper said: {text.strip()}"
-    )
+    return unloaded
 
 
 def _null_error(
