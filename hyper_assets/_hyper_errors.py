@@ -31,7 +31,8 @@ def is_locked(error: HyperException) -> bool:
     return "locked by another process" in str(error)
 
 
-_MISSING = re.compile(r"(table|schema)( \"[^\"]*\")? does not exist|the database does not exist")
+_MISSING = re.compile(r"\b(table|schema)\b[^:]* does not exist|the database does not exist")
+_CORRUPT = re.compile(r"could not load database|not a Hyper database|file is truncated")
 
 
 def _kind(words: str) -> tuple[type[HyperFileError], str]:
@@ -45,7 +46,7 @@ def _kind(words: str) -> tuple[type[HyperFileError], str]:
         return TableNotFoundError, (
             "Materialise the asset that writes it first, or fix the name that refers to it."
         )
-    if "could not load database" in words:
+    if _CORRUPT.search(words):
         return CorruptDatabaseError, (
             "It is not a .hyper file Hyper can read (truncated or damaged): restore it, or "
             "remove it and materialise its assets again."
@@ -63,7 +64,7 @@ def as_error(
 ) -> HyperFileError:
     """`error` as an error of our tree: `otherwise` when Hyper's message says nothing more
     specific than that the statement failed; `advice` (what the failure left) ends it."""
-    words = " ".join((error.main_message or str(error)).split()).rstrip(".:")
+    words = (error.main_message or str(error)).strip().splitlines()[0].strip().rstrip(".:")
     kind, said = _kind(words)
     if kind is HyperFileError:
         kind = otherwise
