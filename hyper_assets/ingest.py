@@ -1,14 +1,17 @@
-"""The ingest engine: bulk-load staged files into one table of an open `.hyper`.
+"""Internal: the ingest engine, which bulk-loads staged files into one table of a `.hyper`.
 
 Each write is one of four modes, each done in as few transactions as Hyper allows (in a
 transaction, DDL may come before DML, as in CREATE TABLE + INSERT, but no DDL may follow
 DML; and a failed statement aborts the transaction):
 
-- `replace`: full refresh. Same columns: TRUNCATE + INSERT in one transaction. New
-  columns: load a new table, then DROP + RENAME in one DDL transaction.
+- `replace`: full refresh. The same columns (names, types, NOT NULL; in any order) and
+  no stored key to drop or change: TRUNCATE + INSERT in one transaction (new keys are
+  added first). Otherwise, a swap: load a new table, then DROP + RENAME in one DDL
+  transaction (Hyper cannot drop a key).
 - `partition`: DELETE the partition's rows + INSERT the new ones, in one transaction;
-  rows outside the partition abort it. New columns only when the window holds every row
-  of the table: then as a full refresh with new columns.
+  rows outside the partition abort it. Columns whose names or types differ swap the
+  table like a full refresh when the window holds every row of it; otherwise they are
+  refused, or added (below).
 - `append`: INSERT.
 - `upsert`: DELETE the rows whose key arrives + INSERT, in one transaction.
 
