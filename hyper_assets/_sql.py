@@ -1,4 +1,4 @@
-"""SQL helpers every module that talks to Hyper shares: transactions, ATTACH, counts."""
+"""Internal: SQL helpers every module that talks to Hyper shares (transactions, ATTACH)."""
 
 from __future__ import annotations
 

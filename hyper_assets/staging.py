@@ -1,4 +1,4 @@
-"""Staging areas: the files Hyper bulk-loads, and the Parquet exports that loads read.
+"""Internal (`S3Staging` is public): staging areas for the files Hyper loads and exports.
 
 Staged files are Parquet (Spark's parts, an Arrow table) or an Arrow IPC stream (rows
 streamed from Spark Connect, `hyper_assets.transfer`). Whatever stages them returns a

@@ -1,4 +1,4 @@
-"""What a `.hyper` file holds: table definitions, assumed keys, column comments.
+"""Internal: what a `.hyper` file holds: table definitions, assumed keys, column comments.
 
 Reads the catalog and builds the DDL for tables and their ASSUMED keys, so Tableau can
 build a star schema's relationships from the file itself.
