@@ -25,10 +25,12 @@ from hyper_assets.errors import (
     TableNotFoundError,
 )
 
+_LOCKED = "locked by another process"
+
 
 def is_locked(error: HyperException) -> bool:
     """Whether Hyper refused the file because another process has it open."""
-    return "locked by another process" in str(error)
+    return _LOCKED in str(error)
 
 
 _MISSING = re.compile(r"\b(table|schema)\b[^:]* does not exist|the database does not exist")
@@ -37,7 +39,7 @@ _CORRUPT = re.compile(r"could not load database|not a Hyper database|file is tru
 
 def _kind(words: str) -> tuple[type[HyperFileError], str]:
     """The class of our tree for Hyper's message, and what to do about it."""
-    if "locked by another process" in words:
+    if _LOCKED in words:
         return DatabaseLockedError, (
             "Another program (Tableau Desktop, another Hyper process) has the file open: "
             "close it there and try again."
@@ -64,7 +66,8 @@ def as_error(
 ) -> HyperFileError:
     """`error` as an error of our tree: `otherwise` when Hyper's message says nothing more
     specific than that the statement failed; `advice` (what the failure left) ends it."""
-    words = (error.main_message or str(error)).strip().splitlines()[0].strip().rstrip(".:")
+    first = next(iter((error.main_message or str(error)).strip().splitlines()), "")
+    words = first.strip().rstrip(".:")
     kind, said = _kind(words)
     if kind is HyperFileError:
         kind = otherwise
