@@ -1,26 +1,38 @@
-"""hyper-assets: Tableau .hyper extracts as Dagster assets, written from Spark."""
+"""hyper-assets: Tableau .hyper extracts as Dagster assets, written from Spark.
 
-from hyper_assets.checks import build_hyper_checks, not_null_check, publish_freshness_check
+The public surface is `__all__` (README, "Public API"): import from here. Other modules
+are internal, except `hyper_assets.emulator` (the Tableau REST emulator).
+"""
+
+from hyper_assets.checks import (
+    build_hyper_checks,
+    foreign_key_check,
+    not_null_check,
+    primary_key_check,
+    publish_freshness_check,
+    row_count_check,
+)
 from hyper_assets.compaction import AutoCompact, CompactResult, compact
 from hyper_assets.component import HyperExtractComponent
 from hyper_assets.errors import (
-    ActionBatchError,
     ActionValidationError,
     AmbiguousProjectError,
     CompactionError,
     ComponentSpecError,
     ConfigurationError,
+    CorruptDatabaseError,
     CorruptFileError,
     DatabaseLockedError,
     DatabaseVersionError,
     DataError,
     DataModelError,
     DataSourceExistsError,
-    EmulatorConfigError,
     HomeConflictError,
     HomeError,
     HomeStoreError,
     HyperAssetsError,
+    HyperFileError,
+    HyperStartError,
     IngestError,
     InvalidGeographyError,
     LeaseLostError,
@@ -68,7 +80,6 @@ from hyper_assets.transfer import StagingMode
 from hyper_assets.upgrade import VersionUpgrade, upgrade_database
 
 __all__ = [
-    "ActionBatchError",
     "ActionValidationError",
     "AmbiguousProjectError",
     "AutoCompact",
@@ -77,21 +88,23 @@ __all__ = [
     "ComponentSpecError",
     "ConfigurationError",
     "ConnectedAppSignIn",
+    "CorruptDatabaseError",
     "CorruptFileError",
     "DataError",
     "DataModelError",
     "DataSourceExistsError",
     "DatabaseLockedError",
     "DatabaseVersionError",
-    "EmulatorConfigError",
     "HomeConflictError",
     "HomeError",
     "HomeSettings",
     "HomeStoreError",
     "HyperAssetsError",
     "HyperExtractComponent",
+    "HyperFileError",
     "HyperIOManager",
     "HyperResource",
+    "HyperStartError",
     "IngestError",
     "InvalidGeographyError",
     "LeaseLostError",
@@ -126,11 +139,14 @@ __all__ = [
     "build_hyper_checks",
     "build_publish_op",
     "compact",
+    "foreign_key_check",
     "landing_sensor",
     "not_null_check",
+    "primary_key_check",
     "publish_condition",
     "publish_freshness_check",
     "quality_warning_sensor",
+    "row_count_check",
     "set_quality_warning",
     "tableau_datasource_asset",
     "upgrade_database",

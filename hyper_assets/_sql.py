@@ -1,4 +1,4 @@
-"""SQL helpers every module that talks to Hyper shares: transactions, ATTACH, counts."""
+"""Internal: SQL helpers every module that talks to Hyper shares (transactions, ATTACH)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ def transaction(connection: Connection) -> Iterator[None]:
             connection.execute_command("ROLLBACK")
         raise
     connection.execute_command("COMMIT")
+
+
+def table_label(table: TableName) -> str:
+    """`schema.table` as a user reads it in an error message."""
+    return ".".join(n.unescaped for n in (table.schema_name.name, table.name) if n)
 
 
 def attach(

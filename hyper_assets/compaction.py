@@ -34,19 +34,14 @@ from pathlib import Path
 
 from dagster import Config
 from pydantic import Field
-from tableauhyperapi import (
-    Connection,
-    HyperException,
-    TableName,
-    escape_name,
-    escape_string_literal,
-)
+from tableauhyperapi import Connection, TableName, escape_name, escape_string_literal
 
 from hyper_assets._files import MEGABYTE, fsync_path, set_mode, write_json
+from hyper_assets._hyper_errors import hyper_errors
 from hyper_assets._sql import attach, count_rows
-from hyper_assets.errors import CompactionError, DatabaseLockedError
+from hyper_assets.errors import CompactionError
 from hyper_assets.home import HyperDatabase
-from hyper_assets.resource import HyperResource, is_locked_error
+from hyper_assets.resource import HyperResource
 from hyper_assets.tables import Catalog
 
 _log = logging.getLogger(__name__)
@@ -145,7 +140,8 @@ def compact(
     size of free disk meanwhile. On any failure (or a crash) the original is untouched; a
     copy left by a crash is removed by the next compaction. Raises `DatabaseLockedError`
     when another program keeps the file open, `TableNotFoundError` when it is missing,
-    `CompactionError` when Hyper fails otherwise (a full disk, say).
+    `CorruptDatabaseError` when Hyper cannot read it, `CompactionError` when Hyper fails
+    otherwise (a full disk, say).
     """
     with HyperDatabase(database=str(database), hyper=hyper).writing() as path:
         return compact_locked(hyper, path.absolute(), rewrite_rows)
@@ -160,34 +156,27 @@ def compact_locked(
     started = time.perf_counter()
     before = path.stat().st_size if path.exists() else 0
     doing = "Compacting" if version is None else f"Upgrading to format version {version}"
+    abandoned = (
+        f"{doing} was abandoned and the file is unchanged; it needs {2 * before} bytes "
+        "(twice the file) of free disk beside the file."
+    )
     try:
         with hyper.open(path, create=False) as connection:  # waits for other programs
             version = file_version(connection, path) if version is None else version
         for copy in copies:
             copy.unlink(missing_ok=True)
-        _copy(hyper, path, copies[0], version)
-        result = copies[0]
-        if rewrite_rows:
-            _reload_tables(hyper, copies[0], path)
-            _copy(hyper, copies[0], copies[1], version)
-            result = copies[1]
+        with hyper_errors(file=path, otherwise=CompactionError, advice=abandoned):
+            _copy(hyper, path, copies[0], version)
+            result = copies[0]
+            if rewrite_rows:
+                _reload_tables(hyper, copies[0], path)
+                _copy(hyper, copies[0], copies[1], version)
+                result = copies[1]
         set_mode(result)
         fsync_path(result)
         os.replace(result, path)
         fsync_path(path.parent)
         Deletions(_file_id(path), 0).write(path)
-    except HyperException as error:
-        if is_locked_error(error):
-            raise DatabaseLockedError(
-                f"{path} was opened by another program (Tableau Desktop, another Hyper "
-                f"process) while {doing.lower()}, which was abandoned: the file is "
-                "unchanged. Close it there and try again."
-            ) from error
-        raise CompactionError(
-            f"{doing} {path} failed in Hyper: {error.main_message or error}; it was "
-            "abandoned and the file is unchanged. If the disk is full, "
-            f"free {2 * before} bytes (twice the file) beside it and try again."
-        ) from error
     except OSError as error:  # flushing or renaming the copy, or recording it
         raise CompactionError(
             f"{doing} {path} failed: {error}. The file holds the rows it held (the "

@@ -6,11 +6,7 @@ HyperAssetsError
 ├── ConfigurationError              asset metadata or resource config that cannot work
 │   ├── ComponentSpecError          a defs.yaml field of the component
 │   ├── StagingNotSharedError       Spark staged where this process cannot read
-│   ├── StagingStoreError           the staging object store is unreachable from here
-│   ├── UnsupportedHomeError        a database URI whose store this library cannot serve
-│   └── ProjectLookupError          a Tableau project path naming none, or several
-│       ├── ProjectNotFoundError
-│       └── AmbiguousProjectError
+│   └── UnsupportedHomeError        a database URI whose store this library cannot serve
 ├── UnsupportedTypeError            a column type a .hyper table cannot store
 │   └── DatabaseVersionError        a column needing a file version above max_database_version
 ├── SchemaMismatchError             rows that do not fit the stored table
@@ -18,18 +14,20 @@ HyperAssetsError
 │   ├── NullInNotNullColumnError
 │   ├── PrimaryKeyError             an upsert's rows with NULL or repeated keys
 │   └── InvalidGeographyError       a geography value that is not well-known text
-├── TableNotFoundError
-├── DatabaseLockedError             the file held by another program too long
-├── IngestError                     staged rows not loaded (or not all arrived)
-├── CompactionError
+├── HyperFileError                  Hyper failed on a .hyper file (named, with its table)
+│   ├── TableNotFoundError          the table (or the file) is not there
+│   ├── DatabaseLockedError         the file held by another program too long
+│   ├── CorruptDatabaseError        a file Hyper cannot open: not a .hyper, truncated
+│   ├── IngestError                 staged rows not loaded (or not all arrived)
+│   └── CompactionError             compacting or upgrading the file failed; it is unchanged
+├── HyperStartError                 hyperd could not start
+├── StagingStoreError               the staging object store failed or cannot be reached
 ├── CorruptFileError                an outbox, plan or state file that does not parse
 ├── HomeError                       the extract's object-store home; nothing was committed
 │   ├── HomeConflictError           another writer committed a generation during this write
 │   ├── LeaseLostError              the write's lease expired: it may not commit
 │   └── HomeStoreError              the store failed or cannot be reached
 ├── ActionValidationError           an action batch that does not parse
-├── ActionBatchError                an action that cannot apply; the batch rolled back
-├── EmulatorConfigError
 ├── TableauError                    talking to Tableau Server / Cloud
 │   ├── TableauConnectionError      no answer after every retry
 │   ├── TableauRequestError         an error reply: status, Tableau's code, summary, detail
@@ -37,15 +35,21 @@ HyperAssetsError
 │   │   ├── TableauSignInError      401
 │   │   ├── DataSourceExistsError   403007
 │   │   └── PayloadTooLargeError    413
-│   └── TableauJobError             a job failed; `notes` holds Tableau's words
-│       ├── TableauJobCancelledError
-│       └── TableauJobTimeoutError
+│   ├── ProjectLookupError          a project path naming none, or several
+│   │   ├── ProjectNotFoundError
+│   │   └── AmbiguousProjectError
+│   ├── TableauJobError             a job failed; `notes` holds Tableau's words
+│   │   └── TableauJobCancelledError
+│   └── TableauJobTimeoutError      a job still running when the wait ended
 └── PublishError                    a publish could not finish; nothing unsent is lost
     ├── PublishLockedError          another publish of the file held it too long
     └── DataModelError              tables that are not one star, which Tableau refuses
 
-The emulator's own "reply with this status" error is server-side code and lives in
-`hyper_assets.emulator.errors`; no client error derives from it.
+Hyper's own `HyperException` is mapped into `HyperFileError` and its subclasses in one
+place, `hyper_assets._hyper_errors`. The emulator's errors are server-side code and live
+in `hyper_assets.emulator.errors`: `RestApiError` (a reply with this status; no client
+error derives from it), and `EmulatorConfigError` and `ActionBatchError`, which are
+`HyperAssetsError`s too.
 """
 
 from __future__ import annotations
@@ -92,12 +96,33 @@ class InvalidGeographyError(DataError):
     """A value of a geography column that Hyper cannot read as well-known text."""
 
 
-class DatabaseLockedError(HyperAssetsError):
+class HyperFileError(HyperAssetsError):
+    """Hyper failed on a `.hyper` file; `file` and `table` say where, when known.
+
+    The message names the file even when the code that raised it knew only the table:
+    the boundary that opened the file fills `file` in (`hyper_assets._hyper_errors`).
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, table: str | None = None):
+        super().__init__(message)
+        self.file = file
+        self.table = table
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return text if self.file is None or self.file in text else f"{self.file}: {text}"
+
+
+class TableNotFoundError(HyperFileError):
+    """A table (or the whole `.hyper` file) to read or load does not exist."""
+
+
+class DatabaseLockedError(HyperFileError):
     """The `.hyper` file is held by another program for longer than the wait timeout."""
 
 
-class TableNotFoundError(HyperAssetsError):
-    """A table (or the whole `.hyper` file) to load does not exist."""
+class CorruptDatabaseError(HyperFileError):
+    """A file Hyper cannot open as a database: not a `.hyper` file, truncated, damaged."""
 
 
 class ConfigurationError(HyperAssetsError):
@@ -112,7 +137,7 @@ class ComponentSpecError(ConfigurationError):
         self.field = field
 
 
-class IngestError(HyperAssetsError):
+class IngestError(HyperFileError):
     """The staged rows could not be loaded, or not all arrived; the table is unchanged."""
 
 
@@ -125,11 +150,7 @@ class UnsupportedHomeError(ConfigurationError):
     as a local path)."""
 
 
-class StagingStoreError(ConfigurationError):
-    """This process cannot reach the object store or HDFS given as `staging_dir`."""
-
-
-class CompactionError(HyperAssetsError):
+class CompactionError(HyperFileError):
     """Hyper failed compacting or upgrading a `.hyper` file (a full disk, say); it is unchanged."""
 
 
@@ -150,11 +171,20 @@ class HomeStoreError(HomeError):
     """The object store failed or cannot be reached (its error quoted)."""
 
 
+class HyperStartError(HyperAssetsError):
+    """hyperd could not start (its `parameters`, `log_dir`, or the machine); Hyper quoted."""
+
+
+class StagingStoreError(HyperAssetsError):
+    """The object store or HDFS given as `staging_dir` failed or cannot be reached from
+    this process (its error quoted); nothing was written."""
+
+
 class CorruptFileError(HyperAssetsError):
     """A file kept beside a `.hyper` (outbox record, publish plan or state) cannot be read."""
 
 
-# --- Action batches and the Tableau REST emulator --------------------------------------
+# --- Action batches ------------------------------------------------------------------
 
 
 class ActionValidationError(HyperAssetsError):
@@ -171,23 +201,6 @@ class ActionValidationError(HyperAssetsError):
         self.index = index
         self.field = field
         self.problem = problem
-
-
-class ActionBatchError(HyperAssetsError):
-    """An action that cannot apply to the target; the whole batch was rolled back."""
-
-    def __init__(self, index: int, action: str, problem: str):
-        super().__init__(
-            f"action {index} ({action}): {problem.rstrip('.')}. The batch was rolled back; "
-            "the target is unchanged."
-        )
-        self.index = index
-        self.action = action
-        self.problem = problem
-
-
-class EmulatorConfigError(HyperAssetsError):
-    """The REST emulator cannot start as configured (bad data dir, token or port)."""
 
 
 # --- The Tableau REST client -----------------------------------------------------------
@@ -241,7 +254,7 @@ class PayloadTooLargeError(TableauRequestError):
     """An update payload above the server's size limit (413)."""
 
 
-class ProjectLookupError(ConfigurationError):
+class ProjectLookupError(TableauError):
     """A project path that names no project, or several; `candidates` holds full paths."""
 
     def __init__(self, message: str, *, candidates: list[str]):
@@ -282,8 +295,17 @@ class TableauJobCancelledError(TableauJobError):
     """A Tableau job was cancelled (finishCode 2)."""
 
 
-class TableauJobTimeoutError(TableauJobError):
-    """A Tableau job did not complete within the time allowed; it may still be running."""
+class TableauJobTimeoutError(TableauError):
+    """A Tableau job did not complete within the time allowed; it may still be running.
+
+    `notes` holds what Tableau said of it so far; `finish_code` is None (it has none yet).
+    """
+
+    def __init__(self, message: str, *, job_id: str, notes: str | None, finish_code: None = None):
+        super().__init__(message)
+        self.job_id = job_id
+        self.notes = notes
+        self.finish_code = finish_code
 
 
 class PublishError(HyperAssetsError):

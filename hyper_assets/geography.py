@@ -1,4 +1,4 @@
-"""Geography columns: well-known text staged, stored as Hyper's GEOGRAPHY for Tableau maps.
+"""Internal: geography columns, staged as well-known text, stored as Hyper's GEOGRAPHY.
 
 Asset metadata `geography_columns=[...]` names string columns whose values are WKT
 (`POINT(-73.78 40.64)`: longitude first). The rows travel as text; Hyper parses each

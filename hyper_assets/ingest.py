@@ -1,14 +1,17 @@
-"""The ingest engine: bulk-load staged files into one table of an open `.hyper`.
+"""Internal: the ingest engine, which bulk-loads staged files into one table of a `.hyper`.
 
 Each write is one of four modes, each done in as few transactions as Hyper allows (in a
 transaction, DDL may come before DML, as in CREATE TABLE + INSERT, but no DDL may follow
 DML; and a failed statement aborts the transaction):
 
-- `replace`: full refresh. Same columns: TRUNCATE + INSERT in one transaction. New
-  columns: load a new table, then DROP + RENAME in one DDL transaction.
+- `replace`: full refresh. The same columns (names, types, NOT NULL; in any order) and
+  no stored key to drop or change: TRUNCATE + INSERT in one transaction (new keys are
+  added first). Otherwise, a swap: load a new table, then DROP + RENAME in one DDL
+  transaction (Hyper cannot drop a key).
 - `partition`: DELETE the partition's rows + INSERT the new ones, in one transaction;
-  rows outside the partition abort it. New columns only when the window holds every row
-  of the table: then as a full refresh with new columns.
+  rows outside the partition abort it. Columns whose names or types differ swap the
+  table like a full refresh when the window holds every row of it; otherwise they are
+  refused, or added (below).
 - `append`: INSERT.
 - `upsert`: DELETE the rows whose key arrives + INSERT, in one transaction.
 
@@ -40,6 +43,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
+from hyper_assets._hyper_errors import as_error
 from hyper_assets._sql import count_rows, transaction
 from hyper_assets.errors import (
     ConfigurationError,
@@ -143,7 +147,8 @@ def _insert(connection: Connection, write: Write, target: TableName, staged: Sta
     if loaded != expected:
         raise IngestError(
             f"Hyper loaded {loaded} of the {expected} rows staged for "
-            f"{table_label(write.table)}; nothing was written. Run the step again."
+            f"{table_label(write.table)}; nothing was written. Run the step again.",
+            table=table_label(write.table),
         )
     return loaded
 
@@ -162,10 +167,13 @@ def _explain(
 ) -> Exception:
     """Turns Hyper's message into an error that names the table and says what to do."""
     label, text = table_label(write.table), str(error)
+    unloaded = as_error(
+        error, table=write.table, otherwise=IngestError, advice="Its rows are unchanged."
+    )
     if "non-NULL value required" in text:
         return _null_error(connection, write, files)
     if "invalid geography" in text:
-        return _geography_error(connection, write, files) or IngestError(text.strip())
+        return _geography_error(connection, write, files) or unloaded
     if "128-bit numerics" in text or "32-bit floating" in text.lower():
         return UnsupportedTypeError(
             f"{label}: the existing .hyper file has an older format version than these "
@@ -173,10 +181,7 @@ def _explain(
             "with hyper_assets.upgrade_database(path, version=...) (HyperIOManager does "
             f"so itself), or narrow the columns. Hyper said: {text.strip()}"
         )
-    return IngestError(
-        f"Hyper could not load the rows for {label}; its rows are unchanged. "
-        f"Hyper said: {text.strip()}"
-    )
+    return unloaded
 
 
 def _null_error(

@@ -1,4 +1,4 @@
-"""Start and own `hyperd` processes with the settings this library wants.
+"""Internal: start and own `hyperd` processes with the settings this library wants.
 
 `HyperResource` (Dagster) and the REST emulator both start their process here, so the
 defaults (telemetry off, logs bounded and out of the working directory, file format
@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tableauhyperapi import Connection, Endpoint, HyperException, HyperProcess, Telemetry
+
+from hyper_assets.errors import HyperStartError
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,8 @@ class HyperSettings:
 
 def start_hyper(settings: HyperSettings, log_dir: Path) -> HyperProcess:
     """Start a `hyperd` logging into `log_dir` (rotated, `LOG_LIMITS`); usage data goes to
-    Tableau only when `send_usage_data` is True. `settings.parameters` override both."""
+    Tableau only when `send_usage_data` is True. `settings.parameters` override both.
+    Raises `HyperStartError` with Hyper's words when it does not start."""
     log_dir.mkdir(parents=True, exist_ok=True)
     params = {
         "log_dir": str(log_dir),
@@ -51,7 +54,14 @@ def start_hyper(settings: HyperSettings, log_dir: Path) -> HyperProcess:
         if settings.send_usage_data
         else Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU
     )
-    return HyperProcess(telemetry=telemetry, parameters=params)
+    try:
+        return HyperProcess(telemetry=telemetry, parameters=params)
+    except HyperException as error:
+        words = " ".join(str(error).split())
+        raise HyperStartError(
+            f"hyperd did not start with the parameters {params}: {words}. Check "
+            f"HyperResource(parameters=...) and its log_dir (hyperd's logs, if any: {log_dir})."
+        ) from error
 
 
 class SharedHyper:

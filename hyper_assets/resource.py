@@ -20,6 +20,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from tableauhyperapi import Connection, CreateMode, HyperException
 
 from hyper_assets._files import file_mode, set_mode
+from hyper_assets._hyper_errors import hyper_errors, is_locked
 from hyper_assets.errors import ConfigurationError, DatabaseLockedError, TableNotFoundError
 from hyper_assets.process import HyperSettings, SharedHyper, acquire, release
 from hyper_assets.types import NEWEST_VERSION
@@ -102,6 +103,7 @@ class HyperResource(ConfigurableResource):
 
         Waits up to `lock_timeout_seconds` for other writers; raises `DatabaseLockedError`
         past that, and `TableNotFoundError` when `create` is False and the file is missing.
+        Hyper's failures in the block leave it as `HyperFileError`s naming the file.
         """
         with self.lock(database), self.open(database, create=create) as connection:
             yield connection
@@ -127,20 +129,22 @@ class HyperResource(ConfigurableResource):
 
     @contextmanager
     def open(self, database: str | Path, *, create: bool = True) -> Iterator[Connection]:
-        """A connection to `database` for a caller that holds `lock(database)`."""
+        """A connection to `database` for a caller that holds `lock(database)`; Hyper's
+        failures, opening it or in the block, leave as `HyperFileError`s naming the file."""
         path = Path(database).absolute()
         if not create and not path.exists():
             raise TableNotFoundError(
                 f"The database {path} does not exist: materialise an asset into it first."
             )
         new = not path.exists()
-        connection = self._open(path, time.monotonic() + self.lock_timeout_seconds)
-        if new:
-            set_mode(path)
-        try:
-            yield connection
-        finally:
-            connection.close()
+        with hyper_errors(file=path):
+            connection = self._open(path, time.monotonic() + self.lock_timeout_seconds)
+            if new:
+                set_mode(path)
+            try:
+                yield connection
+            finally:
+                connection.close()
 
     def _open(self, path: Path, deadline: float) -> Connection:
         delay = 0.05
@@ -148,10 +152,10 @@ class HyperResource(ConfigurableResource):
             try:
                 return Connection(self.shared.endpoint, str(path), CreateMode.CREATE_IF_NOT_EXISTS)
             except HyperException as error:
-                if not is_locked_error(error) or time.monotonic() + delay > deadline:
-                    if is_locked_error(error):
-                        raise self._locked(path) from error
+                if not is_locked(error):
                     raise
+                if time.monotonic() + delay > deadline:
+                    raise self._locked(path) from error
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
 
@@ -161,7 +165,3 @@ class HyperResource(ConfigurableResource):
             "(Tableau Desktop, another Hyper process, or a long write). Close it there, or "
             "raise HyperResource(lock_timeout_seconds=...)."
         )
-
-
-def is_locked_error(error: HyperException) -> bool:
-    return "locked by another process" in str(error)

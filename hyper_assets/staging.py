@@ -1,4 +1,4 @@
-"""Staging areas: the files Hyper bulk-loads, and the Parquet exports that loads read.
+"""Internal (`S3Staging` is public): staging areas for the files Hyper loads and exports.
 
 Staged files are Parquet (Spark's parts, an Arrow table) or an Arrow IPC stream (rows
 streamed from Spark Connect, `hyper_assets.transfer`). Whatever stages them returns a
@@ -204,12 +204,12 @@ class StagingArea:
         return f"{self.remote.uri}/{path.relative_to(self.root).as_posix()}"
 
     @contextmanager
-    def _remote(self, doing: str) -> Iterator[tuple[pafs.FileSystem, str]]:
-        """The store's file system and root path; its failures as `StagingStoreError`."""
-        assert self.remote is not None
+    def _remote(self, remote: RemoteRoot, doing: str) -> Iterator[tuple[pafs.FileSystem, str]]:
+        """The file system and root path of `remote` (this area's remote root); its
+        failures as `StagingStoreError`."""
         try:
             if self._store is None:
-                self._store = self.remote.connect()
+                self._store = remote.connect()
             yield self._store
         except OSError as error:
             raise StagingStoreError(
@@ -226,7 +226,7 @@ class StagingArea:
         """Makes the local file `path` visible to Spark (copies it to the remote twin)."""
         if self.remote is None:
             return
-        with self._remote("upload to") as (filesystem, root):
+        with self._remote(self.remote, "upload to") as (filesystem, root):
             pafs.copy_files(
                 str(path),
                 f"{root}/{self._relative(path)}",
@@ -238,7 +238,7 @@ class StagingArea:
         """Makes what Spark wrote under the directory `path` visible here (copies it)."""
         if self.remote is None:
             return
-        with self._remote("download from") as (filesystem, root):
+        with self._remote(self.remote, "download from") as (filesystem, root):
             remote = f"{root}/{self._relative(path)}"
             if filesystem.get_file_info(remote).type is not pafs.FileType.Directory:
                 return  # nothing written: the caller's row count check says so
@@ -266,7 +266,10 @@ class StagingArea:
         shutil.rmtree(path, ignore_errors=True)
         if self.remote is not None:
             # A twin never written is missing: nothing to remove.
-            with suppress(StagingStoreError), self._remote("clean up") as (filesystem, root):
+            with (
+                suppress(StagingStoreError),
+                self._remote(self.remote, "clean up") as (filesystem, root),
+            ):
                 filesystem.delete_dir(f"{root}/{self._relative(path)}")
 
     @contextmanager

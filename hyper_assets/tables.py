@@ -1,4 +1,4 @@
-"""What a `.hyper` file holds: table definitions, assumed keys, column comments.
+"""Internal: what a `.hyper` file holds: table definitions, assumed keys, column comments.
 
 Reads the catalog and builds the DDL for tables and their ASSUMED keys, so Tableau can
 build a star schema's relationships from the file itself.
@@ -7,8 +7,11 @@ build a star schema's relationships from the file itself.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, TypeVar
 
 from tableauhyperapi import (
     Connection,
@@ -18,6 +21,8 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
+from hyper_assets._hyper_errors import hyper_errors
+from hyper_assets._sql import table_label
 from hyper_assets.errors import ConfigurationError, SchemaMismatchError
 from hyper_assets.types import SPARK_TYPE_COMMENT, Column, columns_from_table
 
@@ -35,11 +40,6 @@ class ForeignKey:
 class Keys:
     primary_key: tuple[str, ...] = ()
     foreign_keys: tuple[ForeignKey, ...] = field(default_factory=tuple)
-
-
-def table_label(table: TableName) -> str:
-    """`schema.table` as a user reads it in an error message."""
-    return ".".join(n.unescaped for n in (table.schema_name.name, table.name) if n)
 
 
 def parse_foreign_keys(spec: object, default_schema: str, table: str) -> tuple[ForeignKey, ...]:
@@ -107,8 +107,25 @@ def _comments_sql(table: TableName, columns: list[Column]) -> list[str]:
     ]
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _about_table(
+    method: Callable[Concatenate[Catalog, TableName, _P], _R],
+) -> Callable[Concatenate[Catalog, TableName, _P], _R]:
+    """Hyper's failure in `method` as an error of our tree naming its `table` argument."""
+
+    @functools.wraps(method)
+    def wrapper(self: Catalog, table: TableName, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with hyper_errors(table=table):
+            return method(self, table, *args, **kwargs)
+
+    return wrapper
+
+
 class Catalog:
-    """Catalog queries on one open connection."""
+    """Catalog queries on one open connection; Hyper's failures name the table."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -125,6 +142,7 @@ class Catalog:
             for table in catalog.get_table_names(schema)
         ]
 
+    @_about_table
     def columns(self, table: TableName) -> list[Column]:
         definition: TableDefinition = self.connection.catalog.get_table_definition(table)
         return columns_from_table(definition, self._spark_types(table))
@@ -161,6 +179,7 @@ class Catalog:
         )
         return {int(num): name for num, name in rows}
 
+    @_about_table
     def keys(self, table: TableName) -> Keys:
         """The ASSUMED keys stored for `table`."""
         rows = self.connection.execute_list_query(
@@ -187,6 +206,7 @@ class Catalog:
         )
         return TableName(schema, name), self._attnames(oid)
 
+    @_about_table
     def referencing_tables(self, table: TableName) -> list[TableName]:
         """Tables whose ASSUMED FOREIGN KEYs point at `table` (Hyper won't drop it)."""
         rows = self.connection.execute_list_query(
@@ -199,6 +219,7 @@ class Catalog:
         found = (TableName(schema, name) for name, schema in rows)
         return [t for t in found if t != table]
 
+    @_about_table
     def check_foreign_keys(self, table: TableName, keys: Keys) -> tuple[Keys, list[str]]:
         """Keeps the foreign keys whose target exists; explains the ones left for later.
 
@@ -237,6 +258,7 @@ class Catalog:
         close = difflib.get_close_matches(table_label(missing), labels, n=1, cutoff=0.8)
         return f". Did you mean {close[0]}? Then fix metadata foreign_keys" if close else ""
 
+    @_about_table
     def add_missing_keys(self, table: TableName, wanted: Keys) -> None:
         """ALTER TABLE ... ADD the ASSUMED keys `wanted` that the table lacks."""
         stored = self.keys(table)
@@ -248,6 +270,7 @@ class Catalog:
             if fk not in stored.foreign_keys:
                 self.connection.execute_command(f"ALTER TABLE {table} ADD {_fk_sql(fk)}")
 
+    @_about_table
     def keys_conflict(self, table: TableName, wanted: Keys) -> bool:
         """True when stored keys would have to be dropped (Hyper cannot drop a key)."""
         stored = self.keys(table)

@@ -8,8 +8,8 @@
   for an empty frame.
 - `stream`: a Spark Connect session sends the rows through its own channel as Arrow
   record batches, written to local files as they arrive (Arrow IPC streams, one per
-  core, or Parquet for column types Hyper does not read from Arrow; a few batches in
-  memory).
+  core up to 8, or Parquet for column types Hyper does not read from Arrow; a few
+  batches in memory).
   Nothing is shared with, or installed on, the cluster.
 
 `auto` picks `shared` when Spark reads a file this process staged and this process
@@ -267,10 +267,10 @@ def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> Sta
 class _Sink:
     """Writes arriving Arrow tables to local files as they come.
 
-    When Hyper reads every column type from Arrow: IPC streams, one per core, filled in
-    turn. Writing them costs next to nothing, and Hyper scans each stream on one thread,
-    so several load in parallel. Otherwise one Parquet file, in row groups of about
-    STREAM_ROW_GROUP_BYTES.
+    When Hyper reads every column type from Arrow: `STREAM_FILES` IPC streams (one per
+    core, at most 8), filled in turn. Writing them costs next to nothing, and Hyper
+    scans each stream on one thread, so several load in parallel. Otherwise one Parquet
+    file, in row groups of about STREAM_ROW_GROUP_BYTES.
     """
 
     def __init__(self, directory: Path, compression: str) -> None:

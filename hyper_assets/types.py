@@ -1,4 +1,4 @@
-"""Column types: Spark and Arrow schemas to Hyper columns, and back.
+"""Internal: column types, from Spark and Arrow schemas to Hyper columns, and back.
 
 Data travels as Parquet in both directions. `Column.load_sql` says how a staged Parquet
 column becomes the Hyper value, `export_sql` how a Hyper column is written to Parquet

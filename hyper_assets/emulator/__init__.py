@@ -22,12 +22,12 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 
+from hyper_assets.emulator.errors import EmulatorConfigError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import JobRunner
 from hyper_assets.emulator.server import Api, RequestHandler
 from hyper_assets.emulator.sessions import ConnectedApp, Sessions
 from hyper_assets.emulator.store import Site, Sites, UploadStore
-from hyper_assets.errors import EmulatorConfigError
 from hyper_assets.process import SharedHyper
 
 DEFAULT_MAX_PAYLOAD_BYTES = 100 * 1024 * 1024

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from hyper_assets.emulator import DEFAULT_MAX_PAYLOAD_BYTES, Emulator
-from hyper_assets.errors import EmulatorConfigError
+from hyper_assets.emulator.errors import EmulatorConfigError
 
 
 def _token(text: str) -> tuple[str, str]:

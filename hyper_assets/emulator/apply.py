@@ -27,7 +27,8 @@ from tableauhyperapi import (
 )
 
 from hyper_assets._sql import attach, transaction
-from hyper_assets.errors import ActionBatchError, ActionValidationError, TableNotFoundError
+from hyper_assets.emulator.errors import ActionBatchError
+from hyper_assets.errors import ActionValidationError, TableNotFoundError
 from hyper_assets.tableau.actions import (
     Action,
     Always,

@@ -1,9 +1,14 @@
-"""The emulator's refusal: answer the request with this status and Tableau error code.
+"""The emulator's own errors: server-side code, which the client never raises.
 
-Server-side only: the client's errors (`hyper_assets.errors`) do not derive from it.
+`RestApiError` is the emulator's refusal (answer the request with this status and
+Tableau error code); the client's errors (`hyper_assets.errors`) do not derive from it.
+`ActionBatchError` and `EmulatorConfigError` are `HyperAssetsError`s, so a caller that
+catches the library's root error catches them too.
 """
 
 from __future__ import annotations
+
+from hyper_assets.errors import HyperAssetsError
 
 
 class RestApiError(Exception):
@@ -15,3 +20,20 @@ class RestApiError(Exception):
         self.code = code
         self.summary = summary
         self.detail = detail
+
+
+class ActionBatchError(HyperAssetsError):
+    """An action that cannot apply to the target; the whole batch was rolled back."""
+
+    def __init__(self, index: int, action: str, problem: str):
+        super().__init__(
+            f"action {index} ({action}): {problem.rstrip('.')}. The batch was rolled back; "
+            "the target is unchanged."
+        )
+        self.index = index
+        self.action = action
+        self.problem = problem
+
+
+class EmulatorConfigError(HyperAssetsError):
+    """The REST emulator cannot start as configured (bad data dir, token or port)."""

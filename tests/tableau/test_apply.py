@@ -18,7 +18,7 @@ from tableauhyperapi import (
 )
 
 from hyper_assets.emulator.apply import apply_batch
-from hyper_assets.errors import ActionBatchError
+from hyper_assets.emulator.errors import ActionBatchError
 from hyper_assets.process import HyperSettings, SharedHyper
 from hyper_assets.tableau.actions import (
     Action,

@@ -1,0 +1,101 @@
+"""Internal: the one place where Hyper's `HyperException` becomes an error of our tree.
+
+As httpx maps its transport's errors, code that talks to Hyper runs inside
+`hyper_errors(file=..., table=...)`: a `HyperException` leaves it as the
+`HyperFileError` that says what happened (the table or file missing, the file locked or
+corrupt), naming the file and the table, with Hyper's words quoted. Boundaries nest:
+the catalog knows the table, `HyperResource.open` the file, and an error mapped inside
+gets the file filled in on its way out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tableauhyperapi import HyperException, TableName
+
+from hyper_assets._sql import table_label
+from hyper_assets.errors import (
+    CorruptDatabaseError,
+    DatabaseLockedError,
+    HyperFileError,
+    TableNotFoundError,
+)
+
+_LOCKED = "locked by another process"
+
+
+def is_locked(error: HyperException) -> bool:
+    """Whether Hyper refused the file because another process has it open."""
+    return _LOCKED in str(error)
+
+
+_MISSING = re.compile(r"\b(table|schema)\b[^:]* does not exist|the database does not exist")
+_CORRUPT = re.compile(r"could not load database|not a Hyper database|file is truncated")
+
+
+def _kind(words: str) -> tuple[type[HyperFileError], str]:
+    """The class of our tree for Hyper's message, and what to do about it."""
+    if _LOCKED in words:
+        return DatabaseLockedError, (
+            "Another program (Tableau Desktop, another Hyper process) has the file open: "
+            "close it there and try again."
+        )
+    if _MISSING.search(words):
+        return TableNotFoundError, (
+            "Materialise the asset that writes it first, or fix the name that refers to it."
+        )
+    if _CORRUPT.search(words):
+        return CorruptDatabaseError, (
+            "It is not a .hyper file Hyper can read (truncated or damaged): restore it, or "
+            "remove it and materialise its assets again."
+        )
+    return HyperFileError, ""
+
+
+def as_error(
+    error: HyperException,
+    *,
+    file: str | Path | None = None,
+    table: TableName | None = None,
+    otherwise: type[HyperFileError] = HyperFileError,
+    advice: str = "",
+) -> HyperFileError:
+    """`error` as an error of our tree: `otherwise` when Hyper's message says nothing more
+    specific than that the statement failed; `advice` (what the failure left) ends it."""
+    first = next(iter((error.main_message or str(error)).strip().splitlines()), "")
+    words = first.strip().rstrip(".:")
+    kind, said = _kind(words)
+    if kind is HyperFileError:
+        kind = otherwise
+    label = table_label(table) if table is not None else None
+    where = ", ".join(filter(None, [_text(file), label and f"table {label}"]))
+    text = " ".join(filter(None, [f"Hyper said: {words}.", advice, said]))
+    return kind(f"{where}: {text}" if where else text, file=_text(file), table=label)
+
+
+@contextmanager
+def hyper_errors(
+    *,
+    file: str | Path | None = None,
+    table: TableName | None = None,
+    otherwise: type[HyperFileError] = HyperFileError,
+    advice: str = "",
+) -> Iterator[None]:
+    """Runs the block; a `HyperException` leaves it as `as_error(...)`, and a
+    `HyperFileError` that does not know its file yet learns `file`."""
+    try:
+        yield
+    except HyperException as error:
+        raise as_error(error, file=file, table=table, otherwise=otherwise, advice=advice) from error
+    except HyperFileError as error:
+        if error.file is None and file is not None:
+            error.file = _text(file)
+        raise
+
+
+def _text(file: str | Path | None) -> str | None:
+    return None if file is None else str(file)

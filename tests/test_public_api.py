@@ -1,0 +1,39 @@
+"""The public surface: `hyper_assets.__all__`, all importable, and what the docs use."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import hyper_assets
+
+ROOT = Path(__file__).parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_public_name_imports():
+    assert hyper_assets.__all__ == sorted(hyper_assets.__all__)
+    namespace: dict[str, object] = {}
+    exec("from hyper_assets import *", namespace)
+    assert set(hyper_assets.__all__) <= set(namespace)
+
+
+def test_the_docs_import_only_public_names():
+    """Every `from hyper_assets import ...` in the README and docs/ names a public name."""
+    used = set()
+    for doc in DOCS:
+        text = doc.read_text()
+        for wrapped, line in re.findall(
+            r"from hyper_assets import (?:\(([^)]*)\)|([\w, ]+))", text
+        ):
+            used |= {n.strip() for n in (wrapped or line).split(",") if n.strip()}
+    assert used and used <= set(hyper_assets.__all__), used - set(hyper_assets.__all__)
+
+
+def test_the_readme_lists_the_public_api():
+    """The README's "Public API" section names exactly `__all__`: add a new export there."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Public API\n", 1)[1].split("\n## ", 1)[0]
+    table = section[section.index("| for | names |") :]
+    listed = set(re.findall(r"`(\w+)`", table)) - {"__all__"}
+    assert listed == set(hyper_assets.__all__), listed ^ set(hyper_assets.__all__)
