@@ -13,7 +13,7 @@ from pathlib import Path
 from tableauhyperapi import Connection, Endpoint, HyperException
 
 from hyper_assets.emulator.wire import bad_request
-from hyper_assets.errors import DataModelError
+from hyper_assets.errors import DataModelError, HyperFileError
 from hyper_assets.tableau.model import data_model
 from hyper_assets.tables import Catalog
 
@@ -34,7 +34,7 @@ def check_model(endpoint: Endpoint, path: Path, name: str) -> None:
         with Connection(endpoint, path) as connection:
             catalog = Catalog(connection)
             keys = {table: catalog.keys(table) for table in catalog.tables()}
-    except HyperException:
+    except (HyperException, HyperFileError):  # Catalog maps Hyper's errors to ours
         return
     if len(keys) > 1:
         try:
