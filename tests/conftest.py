@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,15 +17,18 @@ from hyper_assets.process import HyperSettings, SharedHyper
 # collection order. The longest (measured with --durations) go first, so that a worker
 # that starts them does not leave the other idle at the end.
 LONGEST_FIRST = [
-    "test_concurrency.py",
-    "test_component.py",
     "test_demo.py",
     "test_daemon.py",
     "test_ui.py",
+    "test_component.py",
+    "test_concurrency.py",
     "test_remote_spark.py",
     "test_cluster.py",
     "test_publish.py",
 ]
+# These modules read the demo's run (`demo_data`, about three minutes): the scheduler hands
+# them to one worker as one unit, so the demo runs once, not once on each worker.
+DEMO_MODULES = {"test_demo.py", "test_daemon.py", "test_ui.py"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,6 +39,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: collection order within a rank
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the DEMO_MODULES as one unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DemoOnce(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return "demo" if Path(module).name in DEMO_MODULES else module
+
+    return DemoOnce(config, log)
 
 
 @pytest.fixture(scope="session")

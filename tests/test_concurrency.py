@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
+from unittest.mock import patch
 
 import cluster
 import pytest
+import writer_job
 from dagster import DagsterInstance
 from filelock import FileLock, Timeout
 from helpers import query
@@ -112,24 +113,32 @@ def _labels(hyper, database: Path) -> list[list]:
     )
 
 
-KILL_ROWS = 1_500_000
+# Rows of the kill -9 tests' table: enough that a write holds the file's lock for a good
+# part of a second on two busy cores, so that kills at fractions of that hold land inside it.
+KILL_ROWS = 300_000
 
 
-@pytest.fixture(scope="module")
-def old_file(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """The file holding the "old" rows for a write mode, written once by a real writer."""
-    made: dict[str, Path] = {}
+def _write_here(database: Path, label: str, rows: int, mode: str) -> float:
+    """A writer in this process, on the test session's Spark (no JVM to start); the
+    seconds it held the file's lock, as a thread watching the lock saw it."""
+    seen: list[float] = []
+    done = threading.Event()
 
-    def get(mode: str) -> Path:
-        if mode not in made:
-            folder = tmp_path_factory.mktemp(f"old-{mode}")
-            (folder / "tmp").mkdir()
-            first = _writer(folder / "big.hyper", "old", KILL_ROWS, folder / "tmp", mode)
-            assert first.communicate(timeout=300)[0].strip().endswith(b"DONE")
-            made[mode] = folder / "big.hyper"
-        return made[mode]
+    def watch() -> None:
+        while not done.is_set():
+            if _lock_held(database):
+                seen.append(time.monotonic())
+            time.sleep(0.005)
 
-    return get
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with patch.dict(os.environ, {"HYPER_TEST_LABEL": label, "HYPER_TEST_ROWS": str(rows)}):
+            assert writer_job.write_big(mode, str(database))
+    finally:
+        done.set()
+        watcher.join()
+    return seen[-1] - seen[0] if seen else 0.0
 
 
 @pytest.mark.slow
@@ -138,21 +147,24 @@ def old_file(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     [
         ("2024-01-02", "spark"),
         ("2024-01-02", "hyper+0.0"),
-        ("2024-01-02", "hyper+0.3"),
-        ("2024-01-02", "hyper+0.8"),
-        ("2024-01-02", "hyper+1.5"),
+        ("2024-01-02", "hyper+0.2"),
+        ("2024-01-02", "hyper+0.4"),
+        ("2024-01-02", "hyper+0.6"),
         ("full", "hyper+0.0"),
-        ("full", "hyper+0.6"),
+        ("full", "hyper+0.5"),
     ],
 )
-def test_kill_9_leaves_the_previous_committed_state(hyper, tmp_path, mode, moment, old_file):
-    """A partition replace, and a full refresh that swaps tables, killed mid-way."""
+def test_kill_9_leaves_the_previous_committed_state(spark, hyper, tmp_path, mode, moment):
+    """A partition replace, and a full refresh that swaps tables, killed mid-way: while
+    Spark stages, or after the killed writer took the file's lock, at a fraction of the
+    time that the first write, just before, held it (a replace or a swap holds it longer)."""
     rows = KILL_ROWS
     database = tmp_path / "big.hyper"
     staging = tmp_path / "tmp"
     staging.mkdir()
-    shutil.copyfile(old_file(mode), database)
+    hold = _write_here(database, "old", rows, mode)
     assert _labels(hyper, database) == [["old", rows, rows]]
+    assert hold > 0.05, "the first write's lock hold was not seen"
 
     second = _writer(database, "new", rows, staging, mode)
     deadline = time.monotonic() + 240
@@ -161,20 +173,22 @@ def test_kill_9_leaves_the_previous_committed_state(hyper, tmp_path, mode, momen
             time.sleep(0.05)
     else:
         while not _lock_held(database) and second.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(float(moment.split("+")[1]))
-    finished = second.poll() is not None
+            time.sleep(0.005)
+        time.sleep(float(moment.split("+")[1]) * hold)
+    held, finished = _lock_held(database), second.poll() is not None
     _kill(second)
 
-    # Nothing partial, nothing doubled: exactly the old rows, or (if it finished) the new.
+    # The kill landed where it was meant to: before the write, or while it held the lock.
+    assert not finished
+    assert held == (moment != "spark"), (moment, hold)
+    # Nothing partial, nothing doubled: exactly the old rows, or the new ones if the kill
+    # came after the commit (the lock is held a little longer).
     labels = _labels(hyper, database)
     assert labels in ([["old", rows, rows]], [["new", rows, rows]])
     if moment in ("spark", "hyper+0.0"):
-        assert not finished
         assert labels == [["old", rows, rows]]
     # The next writer is not blocked by anything the killed one left behind.
-    third = _writer(database, "third", 1000, staging, mode)
-    assert third.communicate(timeout=300)[0].strip().endswith(b"DONE")
+    _write_here(database, "third", 1000, mode)
     assert _labels(hyper, database) == [["third", 1000, 1000]]
 
 

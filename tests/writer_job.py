@@ -74,11 +74,15 @@ def big_full(pyspark: PySparkResource) -> DataFrame:
     )
 
 
-if __name__ == "__main__":
-    mode = sys.argv[1]
+def write_big(mode: str, database: str) -> bool:
+    """Materialises `big`: the partition `mode`, or the whole table if `mode` is "full"."""
     result = materialize(
         [big_full] if mode == "full" else [big],
         partition_key=None if mode == "full" else mode,
-        resources={"io_manager": HyperIOManager(database=DATABASE), "pyspark": SPARK},
+        resources={"io_manager": HyperIOManager(database=database), "pyspark": SPARK},
     )
-    print("DONE" if result.success else "FAILED", flush=True)
+    return result.success
+
+
+if __name__ == "__main__":
+    print("DONE" if write_big(sys.argv[1], DATABASE) else "FAILED", flush=True)
