@@ -203,7 +203,15 @@ SERVED = ("s3", "s3a", "az", "abfss", "file")
 
 def parse_store(database: str, scheme: str) -> StoreHome:
     """The home that URI `database` (of `scheme`, lower case) names; `UnsupportedHomeError`
-    for a store not served or a URI that holds credentials or options."""
+    for a store not served or a URI that holds credentials or options (the errors quote
+    it without them: a user, a key or a SAS token may stand there)."""
+    parsed = urlparse(database)
+    user, at, host = parsed.netloc.rpartition("@")
+    hidden = at and (":" in user or scheme != "abfss")
+    if hidden or parsed.query or parsed.fragment:
+        netloc = f"…@{host}" if hidden else parsed.netloc
+        shown = parsed._replace(netloc=netloc, query="…" * bool(parsed.query), fragment="")
+        database = shown.geturl()
     if scheme not in SERVED:
         untested = " (not tested against any emulator here, so not served)" * (scheme == "gs")
         raise UnsupportedHomeError(
@@ -213,9 +221,7 @@ def parse_store(database: str, scheme: str) -> StoreHome:
             "die with the container. Give a URI of a served store or a path on a disk "
             "every run reaches ('./' before a file name that holds a colon)."
         )
-    parsed = urlparse(database)
     prefix = parsed.path.strip("/")
-    user, at, host = parsed.netloc.rpartition("@")
     if ":" in user or (at and scheme != "abfss") or parsed.query or parsed.fragment:
         raise UnsupportedHomeError(
             f"database={database!r}: give credentials and options through the home's "

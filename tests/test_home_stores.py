@@ -134,6 +134,22 @@ def test_a_uri_the_library_cannot_serve_is_refused_at_definition(uri, says, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "uri",
+    [
+        f"s3://AKIA:{SECRET}@b/x.hyper",
+        f"s3://{SECRET}@b/x.hyper",
+        f"gs://key:{SECRET}@b/x.hyper",
+        f"abfss://c:{SECRET}@a.dfs.core.windows.net/x.hyper",
+        f"az://c/x.hyper?sv=2024&sig={SECRET}",
+    ],
+)
+def test_a_secret_in_a_uri_is_refused_and_not_quoted(uri):
+    with pytest.raises(UnsupportedHomeError) as refused:
+        HyperIOManager(database=uri)
+    assert SECRET not in str(refused.value) and "…" in str(refused.value)
+
+
 def test_settings_for_another_store_are_refused(tmp_path):
     home = home_of((tmp_path / "shop.hyper").as_uri())
     with pytest.raises(ConfigurationError, match=r"settings give s3=\.\.\."):
