@@ -124,11 +124,11 @@ class S3Home:
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store; nothing is sent yet."""
         given = _settings(credentials, self).s3 or S3Settings()
-        endpoint = given.endpoint_url or _first_set(_S3_ENDPOINTS)
+        endpoint = _plain(given.endpoint_url, "s3.endpoint_url") or _first_set(_S3_ENDPOINTS)
         options = {
             "endpoint": endpoint,
-            "region": given.region,
-            "access_key_id": given.access_key_id,
+            "region": _plain(given.region, "s3.region"),
+            "access_key_id": _plain(given.access_key_id, "s3.access_key_id"),
             "secret_access_key": _plain(given.secret_access_key, "s3.secret_access_key"),
             "token": _plain(given.session_token, "s3.session_token"),
         }
@@ -159,9 +159,9 @@ class AzureHome:
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store; nothing is sent yet."""
         given = _settings(credentials, self).azure or AzureSettings()
-        endpoint = given.endpoint or _first_set(_AZURE_ENDPOINTS)
+        endpoint = _plain(given.endpoint, "azure.endpoint") or _first_set(_AZURE_ENDPOINTS)
         options = {
-            "account_name": self.account or given.account_name,
+            "account_name": self.account or _plain(given.account_name, "azure.account_name"),
             "account_key": _plain(given.account_key, "azure.account_key"),
             "sas_key": _plain(given.sas_token, "azure.sas_token"),
             "endpoint": endpoint,
@@ -295,8 +295,8 @@ def _first_set(variables: tuple[str, ...]) -> str | None:
 
 
 def _plain(secret: str | None, what: str) -> str | None:
-    """The secret; an `EnvVar` used outside a Dagster run is read from the environment
-    (the error names the variable, never a value)."""
+    """The setting's value; an `EnvVar` used outside a Dagster run is read from the
+    environment (the error names the variable, never a value)."""
     if not isinstance(secret, EnvVar):
         return secret
     if not (value := secret.get_value()):
