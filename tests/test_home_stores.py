@@ -8,8 +8,10 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 
@@ -171,6 +173,27 @@ def test_the_store_creates_only_if_absent_and_updates_only_if_unchanged(home_uri
         put(store, "lease.json", b"stale", {"e_tag": first["e_tag"]})
     assert bytes(obstore.get(store, "lease.json").bytes()) == b"two"
     assert obstore.head(store, "lease.json")["e_tag"] == second["e_tag"] != first["e_tag"]
+
+
+def test_of_racing_updates_of_a_local_object_exactly_one_wins(tmp_path):
+    """The conditional update this library adds to a local directory (obstore has none):
+    eight writers that read the same ETag race; one replaces the object."""
+    store = home_of((tmp_path / "shop.hyper").as_uri()).connect()
+    seen = put(store, "lease.json", b"first", "create")["e_tag"]
+    barrier = threading.Barrier(8)
+
+    def update(n: int) -> bool:
+        barrier.wait()
+        try:
+            put(store, "lease.json", f"writer {n}".encode(), {"e_tag": seen})
+        except PreconditionError:
+            return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        won = [n for n, ok in enumerate(pool.map(update, range(8))) if ok]
+    assert len(won) == 1
+    assert bytes(obstore.get(store, "lease.json").bytes()) == f"writer {won[0]}".encode()
 
 
 def test_of_two_commits_from_one_generation_the_second_is_refused(home_uri, tmp_path):
