@@ -29,6 +29,7 @@ from dagster import AssetSelection, DailyPartitionsDefinition, asset, materializ
 from hyper_assets import (
     HyperIOManager,
     TableauServerResource,
+    TokenSignIn,
     not_null_check,
     tableau_datasource_asset,
 )
@@ -103,7 +104,8 @@ def main(action: str, *args: str) -> None:
         selection, partition = AssetSelection.checks(label_check), None
     elif action == "publish":
         resources["tableau"] = TableauServerResource(
-            server_url=os.environ["HOME_TEST_TABLEAU"], token_name="ci", token_secret="secret"
+            server_url=os.environ["HOME_TEST_TABLEAU"],
+            sign_in=TokenSignIn(name="ci", secret="secret"),
         )
         selection, partition = [published], None
     else:
