@@ -8,7 +8,7 @@ LOWEST := .venv-lowest
 # Two pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: test test-fast test-lowest lint demo ui bench bench-scale bench-home java browser clean
+.PHONY: test test-fast test-lowest lint demo ui bench bench-scale bench-home java browser azurite clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -40,7 +40,17 @@ browser:
 		echo "tests/test_ui.py needs /usr/bin/chromium and is skipped without it (e.g. 'sudo apt-get install chromium')."; \
 	fi
 
-test: $(STAMP) browser
+# The Azure home's tests (tests/test_home_stores.py) run Microsoft's Azurite, from npm.
+azurite:
+	@if command -v azurite-blob >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v npm >/dev/null; then \
+		echo "Installing Azurite 3.35.0 (for the Azure home's tests) with npm..."; \
+		npm install -g --silent --no-audit --no-fund azurite@3.35.0; \
+	else \
+		echo "The Azure home's tests need Azurite and are skipped without it (npm install -g azurite@3.35.0)."; \
+	fi
+
+test: $(STAMP) browser azurite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest $(PARALLEL)

@@ -63,6 +63,7 @@ from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
 from hyper_assets.staging import S3Staging
+from hyper_assets.stores import AzureSettings, S3Settings
 from hyper_assets.tableau.assets import (
     PublishConfig,
     build_publish_op,
@@ -83,6 +84,7 @@ __all__ = [
     "ActionValidationError",
     "AmbiguousProjectError",
     "AutoCompact",
+    "AzureSettings",
     "CompactResult",
     "CompactionError",
     "ComponentSpecError",
@@ -117,6 +119,7 @@ __all__ = [
     "PublishError",
     "PublishLockedError",
     "QualityWarning",
+    "S3Settings",
     "S3Staging",
     "SchemaMismatchError",
     "StagingMode",

@@ -148,8 +148,9 @@ def store_errors(where: str, *, missing: bool = True) -> Iterator[None]:
             raise
         raise HomeStoreError(
             f"The store of {where} failed ({str(error).splitlines()[0]}); nothing was "
-            "committed. Check the bucket, the AWS environment (AWS_ENDPOINT_URL, keys, "
-            "region) and that this machine reaches the store."
+            "committed. Check the bucket or container, the store's settings or environment "
+            "(S3: AWS_ENDPOINT_URL, keys, region; Azure: AZURE_STORAGE_ACCOUNT_NAME and its "
+            "key or endpoint) and that this machine reaches the store."
         ) from error
 
 

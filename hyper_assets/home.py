@@ -1,7 +1,8 @@
 """The extract's home: where the `.hyper` file, its outbox and its publish state live.
 
 `database` is a local path (the default, as it always was), or the URI of an object
-store that every run reaches (`s3://bucket/path/shop.hyper`). In a store, each committed
+store that every run reaches (`s3://bucket/path/shop.hyper`, `az://`, `abfss://`,
+`file://`: `hyper_assets.stores`). In a store, each committed
 state is an immutable generation (`hyper_assets.generations`), writers take turns through
 a lease (`hyper_assets.lease`), and each run works on a local copy of the current
 generation. A URI whose store this library cannot serve is an `UnsupportedHomeError` when
@@ -20,81 +21,27 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
-from dagster import Config, ConfigurableResource
-from obstore.store import ObjectStore, S3Store
+from dagster import ConfigurableResource
 from pydantic import Field
 
 from hyper_assets.collect import collect_quietly
-from hyper_assets.errors import UnsupportedHomeError
-from hyper_assets.generations import Generations, Manifest, WorkingCopy, store_errors
+from hyper_assets.generations import Generations, Manifest, WorkingCopy
 from hyper_assets.lease import Lease
 from hyper_assets.resource import HyperResource
+from hyper_assets.stores import StoreCredentials, StoreHome, parse_store
 
 #: `scheme:` at the start of a URI (RFC 3986); one letter would be a Windows drive.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
-#: The stores served, by the schemes users write (s3a is Hadoop's name for s3).
-SERVED = {"s3": "s3", "s3a": "s3"}
-
-#: Where S3 clients read a custom endpoint (MinIO, moto, LocalStack), in their order.
-_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
-
-
-@dataclass(frozen=True)
-class StoreHome:
-    """An object-store home: `bucket`, and `prefix` under which its objects live (the
-    file's own name is its last part)."""
-
-    uri: str
-    bucket: str
-    prefix: str
-
-    @property
-    def name(self) -> str:
-        return self.prefix.rsplit("/", 1)[-1]
-
-    def connect(self) -> ObjectStore:
-        """The store, configured as the AWS CLI would be: from the environment
-        (endpoint, keys, region) or the machine's role; nothing is sent yet."""
-        endpoint = next((os.environ[v] for v in _ENDPOINT_VARIABLES if os.environ.get(v)), "")
-        with store_errors(self.uri):
-            return S3Store(
-                self.bucket,
-                prefix=self.prefix,
-                client_options={"allow_http": endpoint.startswith("http://")},
-            )
-
 
 def parse_home(database: str) -> Path | StoreHome:
-    """`database` as a local path, or an object-store home; `UnsupportedHomeError` for
-    any other URI. Nothing connects to the store here."""
+    """`database` as a local path, or an object-store home (`hyper_assets.stores`);
+    `UnsupportedHomeError` for any other URI. Nothing connects to the store here."""
     found = _SCHEME.match(database)
     if not found:
         return Path(database)
-    scheme = found.group(1).lower()
-    parsed = urlparse(database)
-    prefix = parsed.path.strip("/")
-    if scheme not in SERVED:
-        raise UnsupportedHomeError(
-            f"database={database!r} names a {scheme}:// store, which HyperIOManager cannot "
-            f"keep the file in yet (it serves {', '.join(f'{s}://' for s in SERVED)} and "
-            "local paths); it is not taken as a local path, where every write would die "
-            "with the container. Give an s3:// URI or a path on a disk every run reaches "
-            "('./' before a file name that holds a colon)."
-        )
-    if "@" in parsed.netloc or parsed.query or parsed.fragment:
-        raise UnsupportedHomeError(
-            f"database={database!r}: give credentials and options through the store's "
-            "environment (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...), not in the URI."
-        )
-    if not parsed.netloc or not prefix:
-        raise UnsupportedHomeError(
-            f"database={database!r} needs a bucket and a file name: "
-            f"{scheme}://bucket/path/extract.hyper."
-        )
-    return StoreHome(f"s3://{parsed.netloc}/{prefix}", parsed.netloc, prefix)
+    return parse_store(database, found.group(1).lower())
 
 
 def relative_to(database: str, root: Path) -> str:
@@ -104,8 +51,9 @@ def relative_to(database: str, root: Path) -> str:
     return home.uri if isinstance(home, StoreHome) else str(root / home)
 
 
-class HomeSettings(Config):
-    """How a run works with an object-store home (ignored for a local path)."""
+class HomeSettings(StoreCredentials):
+    """How a run works with an object-store home, and how it reaches the store (its
+    `s3` or `azure` settings); ignored for a local path."""
 
     working_dir: str | None = Field(
         default=None,
@@ -138,7 +86,9 @@ class HyperDatabase(ConfigurableResource):
 
     database: str = Field(
         description="Path of the .hyper file, or its object-store URI "
-        "(s3://bucket/path/shop.hyper, configured from the AWS environment)."
+        "(s3://bucket/path/shop.hyper, az://container/path/shop.hyper, "
+        "abfss://container@account.dfs.core.windows.net/path/shop.hyper, "
+        "file:///path/shop.hyper)."
     )
     hyper: HyperResource = Field(
         default_factory=HyperResource, description="The Hyper process settings."
@@ -178,7 +128,7 @@ class HyperDatabase(ConfigurableResource):
     def _leased(self, home: StoreHome, working: WorkingCopy) -> Iterator[_Held]:
         """The home's lease, and `working` brought to the current generation; the caller
         commits (the lease is released when the block ends)."""
-        store = home.connect()
+        store = home.connect(self.settings)
         generations = Generations(store, home.uri, home.name)
         timeout = self.hyper.lock_timeout_seconds
         with Lease(store, home.uri, self.settings.lease_seconds, timeout) as lease:
@@ -232,7 +182,7 @@ class HyperDatabase(ConfigurableResource):
         current generation (downloaded only if it holds another)."""
         home = self.home
         if isinstance(home, StoreHome):
-            store = home.connect()
+            store = home.connect(self.settings)
             generations = Generations(store, home.uri, home.name)
             working = self._working(home)
             with self.hyper.lock(working.database):

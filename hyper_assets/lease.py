@@ -9,6 +9,9 @@ puts (obstore: create-if-absent, and update-if-the-ETag-matches):
 - release: a conditional update marking it released (obstore has no conditional delete;
   a released lease is taken over at once).
 
+Each write goes through `stores.put`, which gives a local directory the conditional update
+obstore lacks there.
+
 Expiry needs no shared clock: a waiter counts `seconds` on its own monotonic clock from
 when it first saw the object's current ETag, and a holder counts them from before its
 last successful renewal was sent, so the holder always thinks it expired first. A
@@ -34,6 +37,7 @@ from obstore.store import ObjectStore
 
 from hyper_assets.errors import DatabaseLockedError, LeaseLostError
 from hyper_assets.generations import store_errors
+from hyper_assets.stores import put
 
 LEASE = "lease.json"
 _log = logging.getLogger(__name__)
@@ -133,7 +137,7 @@ class Lease:
         """One conditional write of this lease; False when another writer won the race."""
         with store_errors(self.where):
             try:
-                written = obstore.put(self.store, LEASE, self.record.to_bytes(), mode=mode)
+                written = put(self.store, LEASE, self.record.to_bytes(), mode)
             except (AlreadyExistsError, PreconditionError):
                 return False
         with self._guard:
@@ -163,7 +167,7 @@ class Lease:
             return
         released = LeaseRecord(self.record.id, self.record.holder, self.seconds, released=True)
         try:
-            obstore.put(self.store, LEASE, released.to_bytes(), mode={"e_tag": self._etag})
+            put(self.store, LEASE, released.to_bytes(), {"e_tag": self._etag})
         except PreconditionError:
             pass  # expired and taken over: not ours to release
         except (BaseError, OSError) as error:  # what it guarded is done; it expires anyway
