@@ -43,6 +43,7 @@ from hyper_assets.errors import (
     TableauSignInError,
     TableNotFoundError,
     UnexpectedReplyError,
+    UnknownFormatVersionError,
     UnsupportedHomeError,
     UnsupportedTypeError,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "TableauServerResource",
     "TableauSignInError",
     "UnexpectedReplyError",
+    "UnknownFormatVersionError",
     "UnsupportedHomeError",
     "UnsupportedTypeError",
     "VersionUpgrade",

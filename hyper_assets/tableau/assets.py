@@ -115,7 +115,7 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
     """
     # The bytes are the requests', not a table's: `payload_bytes`, once.
     sent = [
-        dg.TableRecord({"table": row["table"], "action": row["action"], "rows": row["rows"]})
+        dg.TableRecord({"table": row.table, "action": row.action, "rows": row.rows})
         for row in result.rows
     ]
     share = f" ({result.payload_bytes / file_bytes:.1%})" if file_bytes else ""
@@ -123,7 +123,7 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
         "publish": result.kind,
         "reason": result.reason,
         "sent": dg.MetadataValue.table(sent, SENT_SCHEMA),
-        "rows_sent": sum(row["rows"] for row in result.rows),
+        "rows_sent": sum(row.rows for row in result.rows),
         "sent_vs_file": f"{_size(result.payload_bytes)} sent, the file is {_size(file_bytes)}"
         + share,
         "payload_bytes": result.payload_bytes,
