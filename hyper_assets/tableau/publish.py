@@ -139,6 +139,7 @@ class Publisher:
         with publishing(self._lock_path, self._holder_path, self.lock_timeout_seconds, what):
             with self.hyper.lock(self.database):
                 positions.adopt(self.outbox, self._home, self.target)
+                self.outbox.changes()  # a record it cannot read refuses before anything is sent
             return self._publish(full)
 
     def _publish(self, full: bool) -> PublishResult:
