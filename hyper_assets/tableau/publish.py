@@ -68,9 +68,9 @@ from hyper_assets.tables import Catalog, table_label
 
 log = logging.getLogger(__name__)
 
-#: The size the publisher packs a batch's payload file to, at most: what Tableau Cloud
-#: takes in one update request (a server's own limit may be lower: a batch it refuses as
-#: too large is cut smaller and sent again).
+#: The size the publisher packs a batch's payload file to, at most: a server's default
+#: limit for one update request. A server whose limit is lower answers 413, and the batch
+#: is cut smaller and sent again.
 DEFAULT_MAX_PAYLOAD_BYTES = 100 * MEGABYTE
 
 __all__ = [
