@@ -47,6 +47,7 @@ from hyper_assets.home import relative_to
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.tableau.assets import datasource_key, tableau_datasource_asset
 from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Tables a SQL statement reads, when `inputs` does not list them: `FROM t` / `JOIN t`.
@@ -265,6 +266,13 @@ class PublishSpec(dg.Resolvable):
         dg.Resolver.default(description="Asset key; default: dagster-tableau's for the name."),
     ] = None
     resource_key: str = "tableau"
+    lock_timeout_seconds: Annotated[
+        float,
+        dg.Resolver.default(
+            description="How long a publish waits for another one of this data source to "
+            "finish before it fails with PublishLockedError; default: two hours."
+        ),
+    ] = DEFAULT_LOCK_TIMEOUT_SECONDS
     server: Annotated[
         TableauServerSpec | None,
         dg.Resolver.default(description="Given, the component defines the resource."),
@@ -480,6 +488,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             tableau_key=spec.resource_key,
             automation_condition=spec.automation_condition,
             tables=list(spec.tables) if spec.tables is not None else None,
+            lock_timeout_seconds=spec.lock_timeout_seconds,
         )
         owners = [*self.owners, *spec.owners]
         return dg.map_asset_specs(
