@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -300,6 +300,30 @@ class PublishResult:
     rows: tuple[SentRows, ...]
     changes: int
     seconds: float
+
+    @classmethod
+    def of(
+        cls,
+        sent: Sequence[tuple[Plan, tuple[str, ...]]],
+        datasource_id: str,
+        webpage_url: str | None,
+        seconds: float,
+    ) -> PublishResult:
+        """What the plans `sent` (each with its jobs' ids) sent to `datasource_id`."""
+        plans = [plan for plan, _ in sent]
+        full = any(p.kind == "full" for p in plans)
+        return cls(
+            datasource_id=datasource_id,
+            webpage_url=webpage_url,
+            kind="full" if full else "update" if plans else "none",
+            reason="; ".join(p.reason for p in plans) or "nothing changed since the last publish",
+            job_ids=tuple(job for _, jobs in sent for job in jobs),
+            batches=sum(len(p.batches) for p in plans),
+            payload_bytes=sum(p.payload_bytes for p in plans),
+            rows=tuple(r for p in plans for r in p.sent_rows()),
+            changes=sum(len(p.changes) for p in plans),
+            seconds=round(seconds, 3),
+        )
 
 
 def read_plan(path: Path) -> Plan | None:

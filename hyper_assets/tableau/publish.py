@@ -11,11 +11,13 @@ database's lock, saves it in the data source's directory of the outbox
   (columns, types, nullability, collations, keys) or the file its format version, and
   when a crash left an append whose outcome cannot be told;
 - an *update* plan holds batches, each a payload file and its actions, which the server
-  applies atomically, in order (`hyper_assets.tableau.changes` says which actions).
+  applies atomically, in order (`hyper_assets.tableau.changes` nets the changes into
+  steps, `hyper_assets.tableau.payload` writes their rows and the actions that read them).
 
-The plan and its progress are saved around every request, so a re-run after a crash at
-any point resumes it. A refused publish changes nothing, and an unfinished update plan is
-replaced only by a full plan, once that one is saved: no change is ever sent twice.
+The plan (`hyper_assets.tableau.plan`) and its progress are saved around every request
+(`hyper_assets.tableau.sending`), so a re-run after a crash at any point resumes it. A
+refused publish changes nothing, and an unfinished update plan is replaced only by a full
+plan, once that one is saved: no change is ever sent twice.
 
 Each batch's RequestID is derived from the plan, the changes it carries and its attempt
 number: a batch the server accepted but whose job was never seen is sent again with the
@@ -376,20 +378,9 @@ class Publisher:
         seen: DataSource | None,
     ) -> PublishResult:
         state = self._sent_state()
-        plans = [plan for plan, _ in sent]
-        full = [p for p in plans if p.kind == "full"]
-        return PublishResult(
-            datasource_id=state.datasource_id,
-            webpage_url=self._webpage_url(state.datasource_id, project_id, seen),
-            kind="full" if full else "update" if plans else "none",
-            reason="; ".join(p.reason for p in plans) or "nothing changed since the last publish",
-            job_ids=tuple(job.id for _, jobs in sent for job in jobs),
-            batches=sum(len(p.batches) for p in plans),
-            payload_bytes=sum(p.payload_bytes for p in plans),
-            rows=tuple(r for p in plans for r in p.sent_rows()),
-            changes=sum(len(p.changes) for p in plans),
-            seconds=round(seconds, 3),
-        )
+        url = self._webpage_url(state.datasource_id, project_id, seen)
+        jobs = [(plan, tuple(job.id for job in jobs)) for plan, jobs in sent]
+        return PublishResult.of(jobs, state.datasource_id, url, seconds)
 
     def _webpage_url(
         self, datasource_id: str, project_id: str, seen: DataSource | None
