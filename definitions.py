@@ -13,7 +13,7 @@ import os
 from dagster import EnvVar
 
 from demo.definitions import EMULATOR_SITE, EMULATOR_TOKEN, EMULATOR_URL, build_definitions
-from hyper_assets import TableauServerResource
+from hyper_assets import TableauServerResource, TokenSignIn
 
 defs = build_definitions(
     landing=os.environ.get("DEMO_LANDING_DIR", "data/landing"),
@@ -23,7 +23,9 @@ defs = build_definitions(
     tableau=TableauServerResource(
         server_url=os.environ.get("TABLEAU_SERVER_URL", EMULATOR_URL),
         site=os.environ.get("TABLEAU_SITE", EMULATOR_SITE),
-        token_name=os.environ.get("TABLEAU_TOKEN_NAME", EMULATOR_TOKEN),
-        token_secret=EnvVar("TABLEAU_TOKEN_SECRET"),
+        sign_in=TokenSignIn(
+            name=os.environ.get("TABLEAU_TOKEN_NAME", EMULATOR_TOKEN),
+            secret=EnvVar("TABLEAU_TOKEN_SECRET"),
+        ),
     ),
 )

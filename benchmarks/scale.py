@@ -160,12 +160,12 @@ def publish(bench: Bench, database: Path, emulator: Any) -> dict[str, Any]:
     """Publishes the file to the emulator through `tableau_datasource_asset`."""
     from dagster import materialize
 
-    from hyper_assets import TableauServerResource, tableau_datasource_asset
+    from hyper_assets import TableauServerResource, TokenSignIn, tableau_datasource_asset
     from tpch import ASSETS
 
     published = tableau_datasource_asset(datasource="TPC-H", project="Default", deps=ASSETS)
     tableau = TableauServerResource(
-        server_url=emulator.url, token_name=TOKEN[0], token_secret=TOKEN[1]
+        server_url=emulator.url, sign_in=TokenSignIn(name=TOKEN[0], secret=TOKEN[1])
     )
     result = materialize(
         [*ASSETS, published],

@@ -26,6 +26,7 @@ from demo.spark import DemoSpark, spark_config
 from hyper_assets import (
     HyperIOManager,
     TableauServerResource,
+    TokenSignIn,
     quality_warning_sensor,
     tableau_datasource_asset,
 )
@@ -167,6 +168,5 @@ def local_emulator(url: str = EMULATOR_URL) -> TableauServerResource:
     return TableauServerResource(
         server_url=url,
         site=EMULATOR_SITE,
-        token_name=EMULATOR_TOKEN,
-        token_secret=EnvVar("TABLEAU_TOKEN_SECRET"),
+        sign_in=TokenSignIn(name=EMULATOR_TOKEN, secret=EnvVar("TABLEAU_TOKEN_SECRET")),
     )

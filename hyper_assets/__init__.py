@@ -58,9 +58,13 @@ from hyper_assets.tableau.assets import (
     publish_condition,
     tableau_datasource_asset,
 )
-from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.quality import QualityWarning, set_quality_warning
 from hyper_assets.tableau.quality_sensor import quality_warning_sensor
+from hyper_assets.tableau.resource import (
+    ConnectedAppSignIn,
+    TableauServerResource,
+    TokenSignIn,
+)
 from hyper_assets.transfer import StagingMode
 from hyper_assets.upgrade import VersionUpgrade, upgrade_database
 
@@ -73,6 +77,7 @@ __all__ = [
     "CompactionError",
     "ComponentSpecError",
     "ConfigurationError",
+    "ConnectedAppSignIn",
     "CorruptFileError",
     "DataError",
     "DataModelError",
@@ -114,6 +119,7 @@ __all__ = [
     "TableauRequestError",
     "TableauServerResource",
     "TableauSignInError",
+    "TokenSignIn",
     "UnexpectedReplyError",
     "UnknownFormatVersionError",
     "UnsupportedHomeError",

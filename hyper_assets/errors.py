@@ -235,7 +235,8 @@ class UnexpectedReplyError(TableauRequestError):
 
 
 class TableauSignInError(TableauRequestError):
-    """Tableau refused the personal access token, or a session signed in with it (401)."""
+    """Tableau refused the sign-in (a personal access token, or a Connected App's JWT), or a
+    session signed in so (401)."""
 
 
 class DataSourceExistsError(TableauRequestError):

@@ -27,8 +27,8 @@ def check_frame(asset: str, spec: TableSpec, columns: Sequence[Column], partitio
     named = [("primary_key", k) for k in spec.keys.primary_key]
     named += [("foreign_keys", c) for fk in spec.keys.foreign_keys for c in fk.columns]
     if partitioned:
-        exprs = spec.partition_expr or {}
-        exprs = [exprs] if isinstance(exprs, str) else list(exprs.values())
+        declared = spec.partition_expr or {}
+        exprs = [declared] if isinstance(declared, str) else list(declared.values())
         named += [("partition_expr", e) for e in exprs if _COLUMN_NAME.fullmatch(e)]
     for field, column in named:
         if column not in names:

@@ -117,7 +117,7 @@ def _declared_mode(value: object, label: str) -> WriteMode | None:
             f"Metadata write_mode of {label} is {value!r}; use 'append' or 'upsert', or "
             "leave it out for a full refresh (or a partition replace)."
         )
-    return WriteMode(value)
+    return WriteMode(str(value))
 
 
 def _adds_columns(value: object, label: str) -> bool:

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,6 +54,10 @@ from hyper_assets.staging import (
     part_files,
     staged_row_count,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 
 class StagingMode(StrEnum):
@@ -100,7 +105,7 @@ def resolve_mode(
         )
     if requested is not StagingMode.AUTO:
         return requested
-    local = not is_connect(session) and session.conf.get("spark.master", "").startswith("local")
+    local = not is_connect(session) and (session.conf.get("spark.master") or "").startswith("local")
     if local and area.remote is None:
         return StagingMode.SHARED  # the executors are threads of this process
     problem = _probe(session, area)
@@ -117,7 +122,7 @@ def resolve_mode(
 
 def _session_key(session: SparkSession) -> str:
     if is_connect(session):
-        return session.session_id
+        return cast(ConnectSession, session).session_id
     return session.sparkContext.applicationId
 
 
@@ -239,9 +244,10 @@ def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> Sta
     `toLocalIterator`; pyspark has no public API that yields Arrow batches.
     """
     counted, observation = _counted(df)
-    client = counted.sparkSession.client
+    connect = cast(ConnectDataFrame, counted)  # the caller checked is_connect
+    client = connect.sparkSession.client
     batches = client.to_table_as_iterator(
-        counted._plan.to_proto(client), counted._plan.observations
+        connect._plan.to_proto(client), connect._plan.observations
     )
     received = 0
     with _Sink(directory, compression) as sink:
@@ -330,7 +336,7 @@ def to_spark(
         return frame
     # A chunk at least the cache threshold is uploaded as an artifact at once; smaller
     # ones ride inside the plan, so only the last chunk stays in this process's memory.
-    threshold = int(session.conf.get("spark.sql.session.localRelationCacheThreshold"))
+    threshold = int(session.conf.get("spark.sql.session.localRelationCacheThreshold") or 0)
     with pq.ParquetFile(path) as file:
         # A timestamp without time zone is TimestampNTZ, as Spark reads it from Parquet.
         schema = from_arrow_schema(file.schema_arrow, prefer_timestamp_ntz=True)

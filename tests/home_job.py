@@ -22,7 +22,12 @@ import obstore
 import pyarrow as pa
 from dagster import DailyPartitionsDefinition, asset, materialize
 
-from hyper_assets import HyperIOManager, TableauServerResource, tableau_datasource_asset
+from hyper_assets import (
+    HyperIOManager,
+    TableauServerResource,
+    TokenSignIn,
+    tableau_datasource_asset,
+)
 from hyper_assets.errors import HyperAssetsError
 from hyper_assets.home import HomeSettings
 
@@ -73,7 +78,8 @@ def main(action: str, *args: str) -> None:
         selection, partition = [sales], day
     elif action == "publish":
         resources["tableau"] = TableauServerResource(
-            server_url=os.environ["HOME_TEST_TABLEAU"], token_name="ci", token_secret="secret"
+            server_url=os.environ["HOME_TEST_TABLEAU"],
+            sign_in=TokenSignIn(name="ci", secret="secret"),
         )
         selection, partition = [published], None
     else:

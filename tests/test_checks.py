@@ -20,6 +20,7 @@ from hyper_assets import (
     HyperIOManager,
     HyperResource,
     TableauServerResource,
+    TokenSignIn,
     build_hyper_checks,
     not_null_check,
     publish_freshness_check,
@@ -323,7 +324,7 @@ def test_published_copy_freshness_reads_the_outbox(tmp_path: Path, hyper: Shared
         dg.instance_for_test() as instance,
     ):
         tableau = TableauServerResource(
-            server_url=emulator.url, token_name="ci", token_secret="secret"
+            server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
         )
 
         def run(selection: dg.AssetSelection, max_lag: float = 0) -> dg.AssetCheckEvaluation:

@@ -35,7 +35,7 @@ from hyper_assets.emulator import Emulator
 from hyper_assets.errors import CompactionError
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
 from hyper_assets.tables import Catalog
 
 MONTHS = dg.MonthlyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-01")
@@ -100,7 +100,7 @@ class Star:
                 auto_compact=auto_compact,
             ),
             "tableau": TableauServerResource(
-                server_url=emulator.url, token_name=TOKEN[0], token_secret=TOKEN[1]
+                server_url=emulator.url, sign_in=TokenSignIn(name=TOKEN[0], secret=TOKEN[1])
             ),
         }
 

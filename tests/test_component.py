@@ -22,15 +22,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, Definitions, load_from_defs_folder
+from dagster import AssetKey, Definitions, EnvVar, load_from_defs_folder
 from dagster.components.core.component_tree import ComponentTree
 from tableauhyperapi import Connection, TableName, TypeTag
 
 from hyper_assets import (
     ComponentSpecError,
+    ConnectedAppSignIn,
     HyperExtractComponent,
     ProjectNotFoundError,
     TableauServerResource,
+    TokenSignIn,
 )
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
@@ -265,7 +267,9 @@ def _publish_yaml(url: str) -> str:
     project: Default
     description: Sales for the shop's Tableau workbooks.
     owners: [team:bi]
-    server: {{server_url: "{url}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+    server:
+      server_url: "{url}"
+      sign_in: {{name: {TOKEN}, secret_env: SHOP_TABLEAU_SECRET}}
     automation_condition: "{{{{ dg.AutomationCondition.on_cron('0 * * * *') }}}}"
   checks:
     publish_max_lag_minutes: 60
@@ -471,7 +475,9 @@ attributes:
   publish:
     - datasource: Shop Orders
       tables: [orders, customers, products]
-      server: {{server_url: "{{url}}", token_name: {TOKEN}, token_secret_env: SHOP_TABLEAU_SECRET}}
+      server:
+        server_url: "{{url}}"
+        sign_in: {{name: {TOKEN}, secret_env: SHOP_TABLEAU_SECRET}}
     - datasource: Shop Cities
       tables: [Extract.cities]
 """
@@ -555,7 +561,7 @@ def _build(attributes: dict) -> Definitions:
 
 CSV = {"format": "csv", "path": "data/x.csv"}
 DAILY = {"type": "daily", "start_date": "2024-01-01"}
-TABLEAU = {"server_url": "http://127.0.0.1:9", "token_name": "ci", "token_secret_env": "SECRET"}
+TABLEAU = {"server_url": "http://127.0.0.1:9", "sign_in": {"name": "ci", "secret_env": "SECRET"}}
 
 
 @pytest.mark.parametrize(
@@ -689,6 +695,26 @@ def test_bad_attributes_name_the_yaml_field(attributes: dict, field: str, says: 
         f"{field if field == 'attributes' else 'attributes.' + field}:"
     )
     assert says in str(raised.value)
+
+
+def test_the_server_signs_in_with_a_token_or_a_connected_app_not_the_old_flat_fields() -> None:
+    def server(spec: dict) -> TableauServerResource:
+        publish = {"datasource": "DS", "server": spec}
+        resource = _build({"tables": [{"name": "a", "source": CSV}], "publish": publish})
+        return resource.resources["tableau"]
+
+    token = server(TABLEAU).sign_in
+    assert isinstance(token, TokenSignIn) and token.name == "ci"
+    assert isinstance(token.secret, EnvVar) and token.secret.env_var_name == "SECRET"
+    app = {"client_id": "c", "secret_id": "s", "secret_value_env": "APP_SECRET", "username": "u"}
+    connected = server({**TABLEAU, "sign_in": app}).sign_in
+    assert isinstance(connected, ConnectedAppSignIn)
+    assert (connected.client_id, connected.secret_id, connected.username) == ("c", "s", "u")
+    assert isinstance(connected.secret_value, EnvVar)
+    assert connected.secret_value.env_var_name == "APP_SECRET"
+    old = {"server_url": "http://127.0.0.1:9", "token_name": "ci", "token_secret_env": "SECRET"}
+    with pytest.raises(Exception, match=r"(?s)sign_in.*Field required.*token_name"):
+        server(old)
 
 
 def test_sql_inputs_default_to_the_tables_it_reads() -> None:
@@ -952,7 +978,7 @@ def test_adopt_selects_existing_assets_by_key(tmp_path: Path) -> None:
         adopt: {defs_path: pipeline, keys: [stores]}
         publish:
           datasource: Store Data
-          server: {server_url: "http://127.0.0.1:9", token_name: ci, token_secret_env: SECRET}
+          server: {server_url: "http://127.0.0.1:9", sign_in: {name: ci, secret_env: SECRET}}
         """,
     )
     graph = defs.resolve_asset_graph()
@@ -977,8 +1003,8 @@ def test_the_server_spec_finds_a_project_in_another_case_unless_told_not_to(
         publish:
           datasource: Store Data
           project: default
-          server: {{server_url: "{emulator.url}", token_name: {TOKEN},
-                   token_secret_env: SHOP_TABLEAU_SECRET,
+          server: {{server_url: "{emulator.url}",
+                   sign_in: {{name: {TOKEN}, secret_env: SHOP_TABLEAU_SECRET}},
                    project_match_case: {str(match_case).lower()}}}
         """,
     )

@@ -23,6 +23,7 @@ from helpers import query
 from hyper_assets import (
     HyperIOManager,
     TableauServerResource,
+    TokenSignIn,
     publish_condition,
     tableau_datasource_asset,
 )
@@ -123,7 +124,7 @@ def test_publish_condition_asks_once_after_its_tables_update(tmp_path: Path) -> 
         datasource="Sales", project="p", deps=[orders], automation_condition=publish_condition()
     )
     server = TableauServerResource(
-        server_url="http://127.0.0.1:9", token_name="t", token_secret="s"
+        server_url="http://127.0.0.1:9", sign_in=TokenSignIn(name="t", secret="s")
     )
     resources = {
         "io_manager": HyperIOManager(database=str(tmp_path / "x.hyper")),

@@ -29,6 +29,7 @@ from hyper_assets import (
     HyperIOManager,
     HyperResource,
     TableauServerResource,
+    TokenSignIn,
     UnsupportedHomeError,
     compact,
     publish_freshness_check,
@@ -322,7 +323,7 @@ def test_publish_and_checks_follow_the_home(bucket, tmp_path, hyper):
     data_dir.mkdir()
     with Emulator(data_dir, tokens={"ci": "secret"}, hyper=hyper) as emulator:
         tableau = TableauServerResource(
-            server_url=emulator.url, token_name="ci", token_secret="secret"
+            server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
         )
 
         def run(name: str, selection, partition: str | None = None) -> dg.ExecuteInProcessResult:

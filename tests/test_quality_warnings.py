@@ -15,6 +15,7 @@ from hyper_assets import (
     HyperIOManager,
     HyperResource,
     TableauServerResource,
+    TokenSignIn,
     build_hyper_checks,
     publish_freshness_check,
     quality_warning_sensor,
@@ -49,7 +50,7 @@ def test_a_failing_blocking_check_puts_a_warning_on_and_passing_removes_it(
         dg.instance_for_test() as instance,
     ):
         tableau = TableauServerResource(
-            server_url=emulator.url, token_name="ci", token_secret="secret"
+            server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
         )
         resources = {"io_manager": io_manager, "tableau": tableau}
         cursor: list[str | None] = [None]

@@ -9,8 +9,7 @@ failed statement and a later COMMIT silently commits nothing. The batch needs no
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
-from hyper_assets._sql import attach
+from hyper_assets._sql import attach, transaction
 from hyper_assets.errors import ActionBatchError, ActionValidationError, TableNotFoundError
 from hyper_assets.tableau.actions import (
     Action,
@@ -43,6 +42,7 @@ from hyper_assets.tableau.actions import (
     Upsert,
     predicates,
 )
+from hyper_assets.tables import Catalog
 
 TARGET_DB = "target"
 PAYLOAD_DB = "payload"
@@ -75,13 +75,14 @@ def apply_batch(
     for path in (target_path, payload_path):
         if path is not None and not Path(path).is_file():
             raise TableNotFoundError(f"{path} does not exist; publish or upload it first.")
+    primary_keys = _primary_keys(endpoint, target_path)
     with Connection(endpoint) as connection:
         attach(connection, target_path, TARGET_DB, read_only=False)
-        target = _Catalog(connection, TARGET_DB, "target")
+        target = _Catalog(connection, TARGET_DB, "target", primary_keys)
         payload = None
         if payload_path is not None:
             attach(connection, payload_path, PAYLOAD_DB, read_only=True)
-            payload = _Catalog(connection, PAYLOAD_DB, "payload")
+            payload = _Catalog(connection, PAYLOAD_DB, "payload", {})
         plans = [_plan_or_raise(i, action, target, payload) for i, action in enumerate(actions)]
         counts = _run(connection, actions, plans, on_progress)
         connection.catalog.detach_all_databases()
@@ -95,8 +96,7 @@ def _run(
     on_progress: Progress | None,
 ) -> list[int]:
     counts: list[int] = []
-    connection.execute_command("BEGIN TRANSACTION")
-    try:
+    with transaction(connection):
         for index, (action, statements) in enumerate(zip(actions, plans, strict=True)):
             rows = 0
             for sql in statements:
@@ -107,10 +107,6 @@ def _run(
             counts.append(rows)
             if on_progress is not None:
                 on_progress(index + 1, len(actions))
-    except BaseException:
-        connection.execute_command("ROLLBACK")
-        raise
-    connection.execute_command("COMMIT")
     return counts
 
 
@@ -125,7 +121,13 @@ def _hyper_message(err: HyperException) -> str:
 class _Catalog:
     """The tables of one attached database, read once before the transaction."""
 
-    def __init__(self, connection: Connection, database: str, side: str) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        database: str,
+        side: str,
+        primary_keys: Mapping[tuple[str, str], tuple[str, ...]],
+    ) -> None:
         self.side = side
         self.tables: dict[str, dict[str, TableDefinition]] = {}
         for schema in connection.catalog.get_schema_names(database):
@@ -135,11 +137,10 @@ class _Catalog:
                     name.name.unescaped: connection.catalog.get_table_definition(name)
                     for name in names
                 }
-        self.primary_keys = _primary_keys(connection, database)
+        self.primary_keys = primary_keys
 
     def primary_key(self, table: TableDefinition) -> tuple[str, ...]:
-        name = table.table_name
-        return self.primary_keys.get((name.schema_name.name.unescaped, name.name.unescaped), ())
+        return self.primary_keys.get(_schema_and_name(table.table_name), ())
 
     def table(self, schema: str | None, table: str) -> TableDefinition:
         """Find `schema.table`; with no schema, the single schema that holds tables."""
@@ -164,23 +165,17 @@ class _Catalog:
         return tables[table]
 
 
-def _primary_keys(connection: Connection, database: str) -> dict[tuple[str, str], tuple[str, ...]]:
-    """(schema, table) -> the columns of its ASSUMED PRIMARY KEY, for every table that has one."""
-    catalog = f"{escape_name(database)}.pg_catalog"
-    rows = connection.execute_list_query(
-        f"SELECT ns.nspname, cl.relname, a.attname, a.attnum, CAST(con.conkey AS TEXT) "
-        f"FROM {catalog}.pg_constraint con "
-        f"JOIN {catalog}.pg_class cl ON cl.oid = con.conrelid "
-        f"JOIN {catalog}.pg_namespace ns ON ns.oid = cl.relnamespace "
-        f"JOIN {catalog}.pg_attribute a ON a.attrelid = con.conrelid "
-        "WHERE con.contype = 'p'"
-    )
-    names: dict[tuple[str, str], dict[int, str]] = {}
-    order: dict[tuple[str, str], list[int]] = {}
-    for schema, table, column, number, key in rows:
-        names.setdefault((schema, table), {})[int(number)] = column
-        order[(schema, table)] = json.loads(key)
-    return {table: tuple(names[table][n] for n in order[table]) for table in order}
+def _primary_keys(endpoint: Endpoint, path: str | Path) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(schema, table) -> the columns of its ASSUMED PRIMARY KEY, for every table of the
+    file at `path`, read as the library reads keys, before the batch attaches the file."""
+    with Connection(endpoint, path) as connection:
+        catalog = Catalog(connection)
+        tables = catalog.tables()
+        return {_schema_and_name(t): catalog.keys(t).primary_key for t in tables}
+
+
+def _schema_and_name(table: TableName) -> tuple[str, str]:
+    return table.schema_name.name.unescaped, table.name.unescaped
 
 
 def _columns(table: TableDefinition) -> dict[str, SqlType]:
@@ -205,33 +200,40 @@ def _plan_or_raise(
 
 def _plan(action: Action, target_catalog: _Catalog, payload: _Catalog | None) -> list[str]:
     target = target_catalog.table(action.target_schema, action.target_table)
-    source_table = getattr(action, "source_table", None)
-    source = None
-    if source_table is not None:
-        if payload is None:
-            raise _Refused(f"source-table '{source_table}' needs a payload file; none was given.")
-        source = payload.table(action.source_schema, source_table)
-    condition: Condition | None = getattr(action, "condition", None)
-    if condition is not None:
-        _check_condition(condition, target, source)
+    if isinstance(action, Delete):
+        source = None
+        if action.source_table is not None:
+            source = _source(payload, action.source_schema, action.source_table)
+        _check_condition(action.condition, target, source)
+        return [_delete_sql(target, source, action.condition)]
+    if not isinstance(action, Insert | Replace | Update | Upsert):
+        raise _Refused(f"'{action.name}' is not an action this server applies.")
+    source = _source(payload, action.source_schema, action.source_table)
     if isinstance(action, Insert):
-        return [_insert_sql(target, source, _insert_columns(target, source, condition))]
+        return [_insert_sql(target, source, _insert_columns(target, source, None))]
     if isinstance(action, Replace):
         _check_same_columns(target, source)
-        return [f"DELETE FROM {target.table_name}", _insert_sql(target, source, _columns(source))]
+        everything = _insert_sql(target, source, list(_columns(source)))
+        return [f"DELETE FROM {target.table_name}", everything]
+    condition = action.condition
+    _check_condition(condition, target, source)
     key = target_catalog.primary_key(target)
     if isinstance(action, Update):
         return _update_sql(target, source, condition, key)
-    if isinstance(action, Upsert):
-        insert_columns = _insert_columns(target, source, condition)
-        matched = _sql(condition, target, source)
-        where = f"NOT EXISTS (SELECT 1 FROM {target.table_name} AS {T} WHERE {matched})"
-        return [
-            *_update_sql(target, source, condition, key),
-            _insert_sql(target, source, insert_columns, where),
-        ]
-    assert isinstance(action, Delete)
-    return [_delete_sql(target, source, condition)]
+    insert_columns = _insert_columns(target, source, condition)
+    matched = _sql(condition, target, source)
+    where = f"NOT EXISTS (SELECT 1 FROM {target.table_name} AS {T} WHERE {matched})"
+    return [
+        *_update_sql(target, source, condition, key),
+        _insert_sql(target, source, insert_columns, where),
+    ]
+
+
+def _source(payload: _Catalog | None, schema: str | None, table: str) -> TableDefinition:
+    """The action's source table in the payload, which it needs."""
+    if payload is None:
+        raise _Refused(f"source-table '{table}' needs a payload file; none was given.")
+    return payload.table(schema, table)
 
 
 def _check_condition(

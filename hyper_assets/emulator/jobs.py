@@ -14,16 +14,16 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from tableauhyperapi import Endpoint
 
-from hyper_assets.emulator.apply import apply_batch
+from hyper_assets.emulator.apply import Progress, apply_batch
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.store import Datasource
-from hyper_assets.emulator.wire import not_found
+from hyper_assets.emulator.wire import not_found, now
 from hyper_assets.errors import HyperAssetsError
 from hyper_assets.tableau.actions import Action
 
@@ -32,11 +32,6 @@ log = logging.getLogger(__name__)
 REQUEST_ID_TTL = timedelta(hours=24)
 SUCCESS, FAILED, CANCELLED = 0, 1, 2
 UPDATE, PUBLISH = "UpdateUploadedFile", "PublishDatasource"
-Progress = Callable[[int, int], None]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -48,12 +43,16 @@ class Job:
     file: Path | None  # the payload or the published file, deleted when the job ends
     datasource: Datasource | None = None  # a publish job's is known once it has run
     connection_id: str = ""
-    created_at: datetime = field(default_factory=_now)
+    created_at: datetime = field(default_factory=now)
     started_at: datetime | None = None
     completed_at: datetime | None = None
     progress: int = 0
     finish_code: int | None = None
     notes: str | None = None
+
+    def report(self, done: int, total: int) -> None:
+        """The job's `Progress`: the share of its actions applied, in percent."""
+        self.progress = 100 * done // total
 
 
 class JobRunner:
@@ -85,7 +84,7 @@ class JobRunner:
         """The job a `RequestID` created on the site within the last 24 hours, if any."""
         with self._lock:
             seen = self._request_ids.get((site_id, request_id))
-            if seen is None or _now() - seen[1] > REQUEST_ID_TTL:
+            if seen is None or now() - seen[1] > REQUEST_ID_TTL:
                 return None
             return seen[0]
 
@@ -139,7 +138,7 @@ class JobRunner:
                     "Conflict",
                     f"Job {job_id} has already started or finished and cannot be cancelled.",
                 )
-            job.finish_code, job.completed_at = CANCELLED, _now()
+            job.finish_code, job.completed_at = CANCELLED, now()
             job.notes = "Cancelled by request."
         return job
 
@@ -150,7 +149,7 @@ class JobRunner:
             with self._lock:
                 cancelled = job.completed_at is not None
                 if not cancelled:
-                    job.started_at = _now()
+                    job.started_at = now()
             while not cancelled and not self._faults.wait_until_jobs_may_run(0.2, started=True):
                 pass
             try:
@@ -161,15 +160,12 @@ class JobRunner:
                     job.file.unlink(missing_ok=True)
 
     def _run(self, job: Job) -> None:
-        def progress(done: int, total: int) -> None:
-            job.progress = 100 * done // total
-
         finish, notes = SUCCESS, None
         injected = self._faults.take_job_failure()
         try:
             if injected is not None:
                 raise HyperAssetsError(injected)
-            job.datasource = job.work(progress)
+            job.datasource = job.work(job.report)
         except RestApiError as err:  # a refused publish: the server's own words
             finish, notes = FAILED, err.detail
         except HyperAssetsError as err:
@@ -179,4 +175,4 @@ class JobRunner:
             finish, notes = FAILED, f"Internal error: {err}"
         with self._lock:
             # A real server ends a failed job at progress 100 too.
-            job.finish_code, job.notes, job.completed_at, job.progress = finish, notes, _now(), 100
+            job.finish_code, job.notes, job.completed_at, job.progress = finish, notes, now(), 100

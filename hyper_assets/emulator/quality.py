@@ -20,12 +20,20 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.store import Site
-from hyper_assets.emulator.wire import Node, bad_request, not_found, parse_json, parse_xml, stamp
+from hyper_assets.emulator.wire import (
+    Node,
+    bad_request,
+    not_found,
+    now,
+    parse_json,
+    parse_xml,
+    stamp,
+)
 
 TYPES = ("WARNING", "DEPRECATED", "STALE", "SENSITIVE_DATA", "MAINTENANCE")
 CONTENT_TYPES = ("datasource",)  # Tableau also warns on databases, tables, flows, ...
@@ -114,7 +122,7 @@ class QualityWarnings:
         _content(site, content_type, content_id)
         if fields.type is None:
             raise bad_request('a data quality warning needs a type, e.g. type="WARNING"')
-        now = datetime.now(UTC)
+        created = now()
         added = StoredWarning(
             str(uuid.uuid4()),
             site.id,
@@ -125,8 +133,8 @@ class QualityWarnings:
             True if fields.active is None else fields.active,
             bool(fields.severe),
             owner,
-            now,
-            now,
+            created,
+            created,
         )
         with self._guard:
             if self._of(site, content_id):
@@ -140,7 +148,7 @@ class QualityWarnings:
             self._warnings[added.id] = added
         return added.node()
 
-    def list(self, site: Site, content_type: str, content_id: str) -> Node:
+    def list_all(self, site: Site, content_type: str, content_id: str) -> Node:
         _content(site, content_type, content_id)
         with self._guard:
             found = self._of(site, content_id)
@@ -159,7 +167,7 @@ class QualityWarnings:
                 message=old.message if fields.message is None else fields.message,
                 active=old.active if fields.active is None else fields.active,
                 severe=old.severe if fields.severe is None else fields.severe,
-                updated_at=datetime.now(UTC),
+                updated_at=now(),
             )
             self._warnings[dqw_id] = new
         return new.node()

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from hyper_assets.emulator.errors import RestApiError
-from hyper_assets.emulator.wire import bad_request, not_found
+from hyper_assets.emulator.wire import bad_request, not_found, now
 
 _NAMESPACE = uuid.UUID("5b0c7f36-58a4-4c3e-9d7e-2f6a1f0e4b11")
 DEFAULT_PROJECT = "Default"
@@ -34,10 +34,6 @@ def _id(*parts: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, "/".join(parts)))
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 @dataclass(eq=False)
 class Project:
     id: str
@@ -45,7 +41,7 @@ class Project:
     parent: Project | None
     description: str
     directory: Path  # where its data sources are stored
-    created_at: datetime = field(default_factory=_now)
+    created_at: datetime = field(default_factory=now)
 
     @property
     def path(self) -> tuple[str, ...]:
@@ -169,8 +165,10 @@ class Site:
             elif create:
                 parent = self.create_project(name, parent.id if parent else None, "")
             else:
-                raise not_found("404005", f"Project {path!r} could not be found.")
-        assert parent is not None
+                parent = None
+                break
+        if parent is None:  # not there, and not to be created (or `path` names no project)
+            raise not_found("404005", f"Project {path!r} could not be found.")
         return parent
 
     def create_project(self, name: str, parent_id: str | None, description: str) -> Project:

@@ -36,6 +36,11 @@ class Node:
     many: bool = False
 
 
+def now() -> datetime:
+    """The current time in UTC, which the emulator's stores and jobs stamp."""
+    return datetime.now(UTC)
+
+
 def stamp(moment: datetime) -> str:
     """A UTC time exactly as TSC parses it: `2024-01-01T10:00:00Z`."""
     return moment.astimezone(UTC).strftime(TIMESTAMP_FORMAT)

@@ -20,7 +20,6 @@ from pydantic import Field
 from hyper_assets.errors import ConfigurationError, DataModelError
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.spec import TableSpec
-from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.model import data_model, describe
 from hyper_assets.tableau.publish import (
     DEFAULT_LOCK_TIMEOUT_SECONDS,
@@ -28,6 +27,7 @@ from hyper_assets.tableau.publish import (
     Publisher,
     PublishResult,
 )
+from hyper_assets.tableau.resource import TableauServerResource
 from hyper_assets.tables import Catalog
 
 

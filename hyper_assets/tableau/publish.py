@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tableauhyperapi import SqlType, TableName
 
@@ -61,7 +62,7 @@ from hyper_assets.tableau.plan import (
     read_state,
     save,
 )
-from hyper_assets.tableau.progress import Logger, upload_progress
+from hyper_assets.tableau.progress import upload_progress
 from hyper_assets.tableau.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS, publishing
 from hyper_assets.tableau.sending import BatchSender
 from hyper_assets.tableau.shape import fingerprint, forced_reason, shape_reason
@@ -96,7 +97,7 @@ class Publisher:
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
-        logger: Logger = log,
+        logger: logging.Logger | logging.LoggerAdapter[Any] = log,
         saved: Callable[[], None] = lambda: None,
         tables: Sequence[str] | None = None,
     ) -> None:

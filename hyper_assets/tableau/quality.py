@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hyper_assets.errors import TableauRequestError
-from hyper_assets.tableau.client import TableauClient, _items
+from hyper_assets.tableau.client import TableauClient
+from hyper_assets.tableau.replies import list_items
 
 #: Starts the message of every warning the library sets.
 MARK = "[hyper-assets] "
@@ -58,7 +59,7 @@ def quality_warnings(client: TableauClient, datasource_id: str) -> list[StoredWa
         _path(datasource_id),
         read=lambda reply: [
             _stored(item)
-            for item in _items(reply.get("dataQualityWarningList"), "dataQualityWarning")
+            for item in list_items(reply.get("dataQualityWarningList"), "dataQualityWarning")
         ],
     )
 

@@ -22,8 +22,8 @@ import dagster as dg
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from hyper_assets.errors import ConfigurationError
-from hyper_assets.tableau.client import TableauServerResource
-from hyper_assets.tableau.quality import QualityWarning, set_quality_warning
+from hyper_assets.tableau.quality import QualityWarning, WarningType, set_quality_warning
+from hyper_assets.tableau.resource import TableauServerResource
 
 #: Check results read per check and tick, newest first (covers as many recent partitions).
 HISTORY = 200
@@ -126,10 +126,13 @@ def _failures(
         history = instance.event_log_storage.get_asset_check_execution_history(key, HISTORY)
         for record in history:
             partition = getattr(record, "partition", None)
-            if record.status not in DONE or partition in seen or record.event is None:
+            event = record.event.dagster_event if record.event else None
+            evaluation = event.event_specific_data if event else None
+            if record.status not in DONE or partition in seen:
+                continue
+            if not isinstance(evaluation, dg.AssetCheckEvaluation):
                 continue
             seen.add(partition)
-            evaluation = record.event.dagster_event.event_specific_data  # type: ignore[union-attr]
             if record.status == AssetCheckExecutionRecordStatus.FAILED:
                 failures.append(
                     _Failure(
@@ -147,7 +150,7 @@ def _warning(failures: list[_Failure]) -> QualityWarning | None:
     if not failures:
         return None
     severe = any(f.blocking_error for f in failures)
-    kind = "STALE" if all(f.on_published for f in failures) else "WARNING"
+    kind: WarningType = "STALE" if all(f.on_published for f in failures) else "WARNING"
     lines = "; ".join(f"{f.label}: {f.description}" for f in failures)
     message = f"{len(failures)} check(s) failed: {lines}"
     if len(message) > MAX_MESSAGE:

@@ -9,6 +9,7 @@ smaller ones (`hyper_assets.tableau.payload.split_batch`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -25,9 +26,10 @@ from hyper_assets.errors import (
     TableauRequestError,
 )
 from hyper_assets.tableau.client import Job, TableauClient
+from hyper_assets.tableau.jobs import progress_log
 from hyper_assets.tableau.payload import split_batch
 from hyper_assets.tableau.plan import Batch, Plan
-from hyper_assets.tableau.progress import Logger, job_progress, upload_progress
+from hyper_assets.tableau.progress import upload_progress
 
 
 class BatchSender:
@@ -40,7 +42,7 @@ class BatchSender:
         files: Callable[[Plan], Path],
         save: Callable[[Plan], None],
         max_payload_bytes: int,
-        logger: Logger,
+        logger: logging.Logger | logging.LoggerAdapter[Any],
     ) -> None:
         """`files` is where a plan's payload files are; `save` saves a plan's progress."""
         self.client, self.endpoint, self.log = client, endpoint, logger
@@ -84,7 +86,7 @@ class BatchSender:
                         on_progress=upload_progress(self.log, batch.payload or ""),
                     )
                     plan = self._update(plan, index, job_id=job.id)
-                jobs.append(self.client.wait_for_job(job.id, on_progress=job_progress(self.log)))
+                jobs.append(self.client.wait_for_job(job.id, on_progress=progress_log(self.log)))
             except PayloadTooLargeError as err:
                 # Refused before it ran: sent again as smaller batches, down to one row.
                 smaller = self._split(plan, index, batch.payload_bytes // 2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from hyper_assets.tableau.actions import (
     Update,
     Upsert,
     batch_to_json,
+    condition_from_json,
     parse_batch,
 )
 
@@ -227,3 +229,19 @@ def test_empty_batches_and_bad_python_values_are_refused() -> None:
         Is("a")
     with pytest.raises(ActionValidationError, match="condition"):
         Delete(target_table="t", condition="id = 1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("parse", "field"),
+    [
+        (lambda: Const.from_json({"type": "money", "v": 1}), "const.type"),
+        (lambda: Const.from_json({"type": "integer", "v": "3"}), "const.v"),
+        (lambda: condition_from_json({"op": "like", "target-col": "a"}), "condition.op"),
+        (lambda: condition_from_json({"const": {"type": "integer", "v": 1}}), "condition.const"),
+    ],
+)
+def test_the_public_parsers_of_parts_raise_the_public_error(parse: Any, field: str) -> None:
+    with pytest.raises(ActionValidationError) as caught:
+        parse()
+    assert caught.value.field == field
+    assert caught.value.index is None

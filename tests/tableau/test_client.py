@@ -1,4 +1,5 @@
-"""`TableauServerResource` against the real emulator over loopback: no HTTP mocks.
+"""`TableauClient` (from `TableauServerResource`) against the real emulator over loopback:
+no HTTP mocks.
 
 Every publish and update is checked by reading the emulator's stored `.hyper` back.
 """
@@ -40,9 +41,14 @@ from hyper_assets.errors import (
 )
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
-from hyper_assets.tableau.client import Job, Project, TableauClient, TableauServerResource
+from hyper_assets.tableau.client import Job, Project, TableauClient
 from hyper_assets.tableau.connected_app import b64url, connected_app_jwt, signature
 from hyper_assets.tableau.model import server_refusal
+from hyper_assets.tableau.resource import (
+    ConnectedAppSignIn,
+    TableauServerResource,
+    TokenSignIn,
+)
 
 Column = TableDefinition.Column
 COLUMNS = [Column("id", SqlType.int()), Column("label", SqlType.text())]
@@ -59,8 +65,7 @@ def settings(emulator: Emulator, **overrides: Any) -> TableauServerResource:
     config: dict[str, Any] = {
         "server_url": emulator.url,
         "site": SITE,
-        "token_name": TOKEN_NAME,
-        "token_secret": TOKEN_SECRET,
+        "sign_in": TokenSignIn(name=TOKEN_NAME, secret=TOKEN_SECRET),
         "retry_initial_delay_seconds": 0.01,
         "retry_max_delay_seconds": 0.05,
         "job_poll_initial_seconds": 0.02,
@@ -104,7 +109,9 @@ def publish(client: TableauClient, path: Path, name: str, **kwargs: Any) -> Any:
 
 
 def test_sign_in_is_lazy_and_the_version_comes_from_serverinfo(emulator: Emulator) -> None:
-    with settings(emulator, token_secret=WRONG_SECRET).client() as client:
+    with settings(
+        emulator, sign_in=TokenSignIn(name=TOKEN_NAME, secret=WRONG_SECRET)
+    ).client() as client:
         assert client.api_version == "3.24"  # serverinfo needs no sign-in
         with pytest.raises(TableauSignInError):
             client.project("Default")
@@ -133,7 +140,7 @@ def test_a_server_too_old_for_updates_is_refused_up_front(
 def test_a_wrong_secret_is_a_clear_error_that_never_shows_the_secret(
     emulator: Emulator, records: list[logging.LogRecord]
 ) -> None:
-    resource = settings(emulator, token_secret=WRONG_SECRET)
+    resource = settings(emulator, sign_in=TokenSignIn(name=TOKEN_NAME, secret=WRONG_SECRET))
     with resource.client() as client, pytest.raises(TableauSignInError) as refused:
         client.project("Default")
     err = refused.value
@@ -227,7 +234,8 @@ def test_sites_keep_their_own_data_and_a_session_serves_only_its_site(
     client: TableauClient, emulator: Emulator, hyper_files: Any, tmp_path: Path
 ) -> None:
     on_site = publish(client, sales(hyper_files, tmp_path / "a.hyper", range(3)), "ds")
-    default = settings(emulator, site="", token_name=RAW_TOKEN[0], token_secret=RAW_TOKEN[1])
+    raw = TokenSignIn(name=RAW_TOKEN[0], secret=RAW_TOKEN[1])
+    default = settings(emulator, site="", sign_in=raw)
     with default.client() as other:
         assert other.find_datasource("ds", other.project("Default").id) is None
         on_default = publish(other, sales(hyper_files, tmp_path / "b.hyper", range(5, 7)), "ds")
@@ -253,16 +261,16 @@ def test_sites_keep_their_own_data_and_a_session_serves_only_its_site(
 # --- Connected Apps ------------------------------------------------------------------------------
 
 
-def connected_app(emulator: Emulator, **overrides: Any) -> TableauServerResource:
-    app = {
-        "token_name": "",
-        "token_secret": "",
-        "connected_app_client_id": APP.client_id,
-        "connected_app_secret_id": APP.secret_id,
-        "connected_app_secret_value": APP.secret_value,
+def connected_app(emulator: Emulator, app: dict[str, Any] | None = None, **overrides: Any) -> Any:
+    """A resource signing in through the emulator's Connected App `APP`, `app` changed."""
+    fields = {
+        "client_id": APP.client_id,
+        "secret_id": APP.secret_id,
+        "secret_value": APP.secret_value,
         "username": "etl@example.com",
+        **(app or {}),
     }
-    return settings(emulator, **{**app, **overrides})
+    return settings(emulator, sign_in=ConnectedAppSignIn(**fields), **overrides)
 
 
 def test_a_connected_app_publishes_and_signs_in_again_with_a_fresh_jwt_on_401(
@@ -292,16 +300,16 @@ def test_a_connected_app_publishes_and_signs_in_again_with_a_fresh_jwt_on_401(
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"connected_app_secret_value": "not-the-secret"}, "signature does not verify"),
-        ({"connected_app_secret_id": "other-secret"}, "unknown connected app or secret"),
-        ({"connected_app_client_id": "other-app"}, "unknown connected app or secret"),
+        ({"secret_value": "not-the-secret"}, "signature does not verify"),
+        ({"secret_id": "other-secret"}, "unknown connected app or secret"),
+        ({"client_id": "other-app"}, "unknown connected app or secret"),
     ],
 )
 def test_a_wrong_connected_app_secret_is_refused(
     emulator: Emulator, overrides: dict[str, str], message: str
 ) -> None:
     with (
-        connected_app(emulator, **overrides).client() as client,
+        connected_app(emulator, overrides).client() as client,
         pytest.raises(TableauSignInError, match=message) as refused,
     ):
         client.project("Default")
@@ -323,36 +331,45 @@ def test_the_emulator_checks_the_jwts_expiry_audience_and_scopes(emulator: Emula
     forged += "." + signature(forged, APP.secret_value)
     assert "wrong audience" in sign_in(forged).json()["error"]["detail"]
 
-    reader = connected_app(emulator, scopes=["tableau:content:read"])
+    reader = connected_app(emulator, {"scopes": ["tableau:content:read"]})
     with reader.client() as client:
         assert client.project("Default").name == "Default"
         with pytest.raises(TableauRequestError, match="tableau:file_uploads:create") as denied:
             client.upload_file(Path(__file__))
     assert (denied.value.status, denied.value.code) == (403, "403000")
     with connected_app(
-        emulator, scopes=["tableau:content:read", "tableau:file_uploads:*"]
+        emulator, {"scopes": ["tableau:content:read", "tableau:file_uploads:*"]}
     ).client() as c:
         assert c.upload_file(Path(__file__))
 
 
+def app_sign_in(secret_value: str = APP.secret_value) -> ConnectedAppSignIn:
+    return ConnectedAppSignIn(
+        client_id=APP.client_id,
+        secret_id=APP.secret_id,
+        secret_value=secret_value,
+        username="etl@example.com",
+    )
+
+
 @pytest.mark.parametrize(
-    ("build", "field", "secret"),
+    ("sign_in", "secret"),
     [
-        pytest.param(settings, "token_secret", TOKEN_SECRET, id="token"),
         pytest.param(
-            connected_app, "connected_app_secret_value", APP.secret_value, id="connected-app"
+            lambda env: TokenSignIn(name=TOKEN_NAME, secret=env), TOKEN_SECRET, id="token"
         ),
+        pytest.param(app_sign_in, APP.secret_value, id="connected-app"),
     ],
 )
 def test_a_secret_can_come_from_an_env_var_in_a_dagster_run(
     emulator: Emulator,
     monkeypatch: pytest.MonkeyPatch,
-    build: Callable[..., TableauServerResource],
-    field: str,
+    records: list[logging.LogRecord],
+    sign_in: Callable[[str], TokenSignIn | ConnectedAppSignIn],
     secret: str,
 ) -> None:
     monkeypatch.setenv("TEST_TABLEAU_SECRET", secret)
-    resource = build(emulator, **{field: dg.EnvVar("TEST_TABLEAU_SECRET")})
+    resource = settings(emulator, sign_in=sign_in(dg.EnvVar("TEST_TABLEAU_SECRET")))
 
     @dg.asset
     def project_id(tableau: TableauServerResource) -> str:
@@ -364,12 +381,63 @@ def test_a_secret_can_come_from_an_env_var_in_a_dagster_run(
     assert secret not in repr(resource)
     with resource.client() as outside:  # outside a run the EnvVar is read by the client
         assert outside.project("Default").name == "Default"
+    assert not [r for r in records if secret in r.getMessage()]
 
 
-def test_one_way_to_sign_in_must_be_configured(emulator: Emulator) -> None:
-    both = connected_app(emulator, token_name=TOKEN_NAME, token_secret=TOKEN_SECRET)
-    with both.client() as client, pytest.raises(ConfigurationError, match="one way to sign in"):
-        client.project("Default")
+def test_run_config_picks_the_way_to_sign_in_by_its_key(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch, records: list[logging.LogRecord]
+) -> None:
+    """In run config (or YAML) the sign-in is `{token: {...}}` or `{connected_app: {...}}`;
+    both, or the old flat fields, are refused by Dagster naming `sign_in`."""
+    monkeypatch.setenv("TEST_TABLEAU_SECRET", APP.secret_value)
+
+    @dg.asset
+    def project_id(tableau: TableauServerResource) -> str:
+        with tableau.client() as client:
+            return client.project("Default").id
+
+    tableau = TableauServerResource.configure_at_launch()
+    job = dg.Definitions(assets=[project_id], resources={"tableau": tableau})
+    run = job.resolve_implicit_global_asset_job_def().execute_in_process
+
+    def config(**fields: Any) -> dict[str, Any]:
+        server = {"server_url": emulator.url, "site": SITE, **fields}
+        return {"resources": {"tableau": {"config": server}}}
+
+    app = {
+        "client_id": APP.client_id,
+        "secret_id": APP.secret_id,
+        "secret_value": {"env": "TEST_TABLEAU_SECRET"},
+        "username": "etl@example.com",
+    }
+    token = {"name": TOKEN_NAME, "secret": TOKEN_SECRET}
+    assert run(run_config=config(sign_in={"connected_app": app})).success
+    assert run(run_config=config(sign_in={"token": token})).success
+    signed_in = [r.getMessage() for r in records if r.getMessage().startswith("Signed in")]
+    assert "with connected app 'app-client-id' as 'etl@example.com'" in signed_in[0]
+    assert f"with token {TOKEN_NAME!r}" in signed_in[-1]
+    for wrong in (
+        config(sign_in={"token": token, "connected_app": app}),
+        config(token_name=TOKEN_NAME, token_secret=TOKEN_SECRET),
+    ):
+        with pytest.raises(dg.DagsterInvalidConfigError, match="sign_in") as refused:
+            run(run_config=wrong)
+        assert TOKEN_SECRET not in str(refused.value)
+
+
+def test_the_old_flat_sign_in_fields_are_a_clear_error_naming_sign_in(emulator: Emulator) -> None:
+    with pytest.raises(ConfigurationError, match=r"token_name -> sign_in=TokenSignIn\(name") as old:
+        TableauServerResource(
+            server_url=emulator.url, token_name=TOKEN_NAME, token_secret=WRONG_SECRET
+        )
+    assert "token_secret -> sign_in=TokenSignIn(secret=...)" in str(old.value)
+    assert WRONG_SECRET not in str(old.value)
+    with pytest.raises(ConfigurationError, match=r"username -> sign_in=ConnectedAppSignIn\("):
+        TableauServerResource(
+            server_url=emulator.url, connected_app_client_id=APP.client_id, username="etl"
+        )
+    with pytest.raises(ValueError, match="sign_in"):  # no way to sign in at all
+        TableauServerResource(server_url=emulator.url)
 
 
 # --- publishing ---------------------------------------------------------------------------------
@@ -627,11 +695,11 @@ def test_an_unreachable_server_is_a_connection_error_naming_it(
 
 PUBLISH_AND_REPORT_PEAK = """
 import resource, sys
-from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets import TableauServerResource, TokenSignIn
 
 url, path, chunk = sys.argv[1:]
 tableau = TableauServerResource(
-    server_url=url, site="analytics", token_name="ci", token_secret="s3cret-tøken",
+    server_url=url, site="analytics", sign_in=TokenSignIn(name="ci", secret="s3cret-tøken"),
     upload_chunk_bytes=int(chunk), timeout_seconds=600, job_poll_initial_seconds=0.05,
 )
 with tableau.client() as client:

@@ -11,7 +11,7 @@ from tableauhyperapi import SqlType, TableDefinition
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import HyperSettings, SharedHyper
 from hyper_assets.tableau.actions import Insert
-from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
 
 Column = TableDefinition.Column
 
@@ -24,7 +24,9 @@ def test_jobs_after_a_hyperd_crash_run_on_a_new_hyperd(tmp_path: Path, hyper_fil
     rows = hyper_files.create(tmp_path / "rows.hyper", {("Extract", "new"): (cols, [(2,)])})
     insert = [Insert(source_table="new", target_table="t")]
     with Emulator(tmp_path / "server", tokens={"ci": "s"}, hyper=own) as emulator:
-        tableau = TableauServerResource(server_url=emulator.url, token_name="ci", token_secret="s")
+        tableau = TableauServerResource(
+            server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="s")
+        )
         with tableau.client() as client:
             project = client.project("Default").id
             source = client.publish_file(base, "Sales", project, overwrite=True)

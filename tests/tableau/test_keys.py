@@ -10,7 +10,12 @@ import pytest
 from dagster_tableau import DagsterTableauTranslator, TableauContentType, TableauTranslatorData
 from dagster_tableau.translator import TableauContentData, TableauWorkspaceData
 
-from hyper_assets import HyperIOManager, TableauServerResource, tableau_datasource_asset
+from hyper_assets import (
+    HyperIOManager,
+    TableauServerResource,
+    TokenSignIn,
+    tableau_datasource_asset,
+)
 
 DATASOURCE_LUID, SHEET_LUID = "0f4b3a4e-ds", "6c1e2d9a-sheet"
 
@@ -81,7 +86,7 @@ def test_the_publish_asset_takes_the_key_dagster_tableau_gives_the_data_source(d
         resources={
             "io_manager": HyperIOManager(database="unused.hyper"),
             "tableau": TableauServerResource(
-                server_url="https://tableau.example.com", token_name="t", token_secret="s"
+                server_url="https://tableau.example.com", sign_in=TokenSignIn(name="t", secret="s")
             ),
         },
     )

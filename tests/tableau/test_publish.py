@@ -51,8 +51,8 @@ from hyper_assets.errors import (
 from hyper_assets.outbox import Outbox
 from hyper_assets.process import SharedHyper
 from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
-from hyper_assets.tableau.client import TableauServerResource
 from hyper_assets.tableau.publish import Publisher
+from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
 from hyper_assets.tables import Catalog
 from hyper_assets.types import sql_name
 
@@ -179,8 +179,7 @@ class Setup:
         tableau = TableauServerResource(
             server_url=self.emulator.url,
             site=SITE,
-            token_name=TOKEN_NAME,
-            token_secret=TOKEN_SECRET,
+            sign_in=TokenSignIn(name=TOKEN_NAME, secret=TOKEN_SECRET),
             retry_initial_delay_seconds=0.01,
             retry_max_delay_seconds=0.05,
             job_poll_initial_seconds=0.02,
@@ -422,7 +421,7 @@ def test_a_refused_publish_keeps_an_unfinished_plan(setup: Setup) -> None:
     other = setup.database.with_name("other.hyper")
     setup.files.create(other, {("Extract", "t"): ([Column("x", SqlType.int())], [(1,)])})
     with TableauServerResource(
-        server_url=setup.emulator.url, token_name=TOKEN_NAME, token_secret=TOKEN_SECRET
+        server_url=setup.emulator.url, sign_in=TokenSignIn(name=TOKEN_NAME, secret=TOKEN_SECRET)
     ).client() as client:
         client.publish_file(other, "Other", client.project(PROJECT).id, overwrite=True)
         publisher = Publisher(setup.database, HyperResource(), client, "Other", PROJECT)
@@ -653,7 +652,7 @@ def test_a_failed_job_keeps_the_changes_for_the_next_run(setup: Setup) -> None:
 CHILD = """
 import sys
 from hyper_assets import HyperResource
-from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
 from hyper_assets.tableau.publish import Publisher
 from hyper_assets.types import sql_name
 from hyper_assets.tableau.publish import Publisher
@@ -661,7 +660,8 @@ from hyper_assets.types import sql_name
 
 url, database, secret = sys.argv[1:]
 tableau = TableauServerResource(
-    server_url=url, site="analytics", token_name="ci", token_secret=secret, max_retries=10_000,
+    server_url=url, site="analytics", sign_in=TokenSignIn(name="ci", secret=secret),
+    max_retries=10_000,
     retry_initial_delay_seconds=0.05, retry_max_delay_seconds=0.1,
     retry_max_total_seconds=600, job_poll_initial_seconds=0.02, job_poll_max_seconds=0.1,
 )

@@ -26,7 +26,7 @@ from hyper_assets.outbox import Outbox
 from hyper_assets.spec import WriteMode
 from hyper_assets.staging import Staged
 from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.client import TableauServerResource
+from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
 from hyper_assets.types import columns_from_arrow
 
 NAME, PROJECT = "Shop", "Default"
@@ -49,8 +49,7 @@ class Shop:
         self.tableau = TableauServerResource(
             server_url=emulator.url,
             site=SITE,
-            token_name=TOKEN_NAME,
-            token_secret=TOKEN_SECRET,
+            sign_in=TokenSignIn(name=TOKEN_NAME, secret=TOKEN_SECRET),
             job_poll_initial_seconds=0.02,
             job_poll_max_seconds=0.1,
         )

@@ -29,7 +29,9 @@ from hyper_assets.errors import (
 )
 from hyper_assets.tableau.actions import Always, Delete
 from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.client import TableauClient, TableauServerResource
+from hyper_assets.tableau.client import TableauClient
+from hyper_assets.tableau.connected_app import signature, unb64url
+from hyper_assets.tableau.resource import ConnectedAppSignIn, TableauServerResource, TokenSignIn
 
 RECORDED = Path(__file__).parent / "recorded"
 XML = "application/xml;charset=UTF-8"
@@ -51,13 +53,15 @@ class Replay:
 
     routes: list[tuple[str, re.Pattern[str], list[Answer]]] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)  # of the requests, in order
     url: str = ""
 
     def on(self, method: str, path: str, *answers: Answer) -> None:
         self.routes.append((method, re.compile(path), list(answers)))
 
-    def answer(self, method: str, path: str) -> Answer:
+    def answer(self, method: str, path: str, body: bytes = b"") -> Answer:
         self.seen.append(f"{method} {path}")
+        self.bodies.append(body)
         for want, pattern, answers in self.routes:
             if want == method and pattern.search(path):
                 return answers.pop(0) if len(answers) > 1 else answers[0]
@@ -77,8 +81,8 @@ def replay() -> Iterator[Replay]:
         protocol_version = "HTTP/1.1"
 
         def _serve(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            answer = state.answer(self.command, self.path)
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            answer = state.answer(self.command, self.path, body)
             self.send_response(answer.status)
             self.send_header("Content-Type", answer.content_type)
             self.send_header("Content-Length", str(len(answer.body)))
@@ -106,8 +110,7 @@ def replay_server(replay: Replay) -> TableauServerResource:
     return TableauServerResource(
         server_url=replay.url,
         site="Samples",
-        token_name="ci",
-        token_secret="s3cret",
+        sign_in=TokenSignIn(name="ci", secret="s3cret"),
         api_version="3.14",
         max_retries=0,
         job_poll_initial_seconds=0.01,
@@ -120,6 +123,50 @@ def replay_server(replay: Replay) -> TableauServerResource:
 def client(replay: Replay) -> Iterator[TableauClient]:
     with replay_server(replay).client() as signed:
         yield signed
+
+
+# --- sign-in ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sign_in",
+    [
+        pytest.param(TokenSignIn(name="ci", secret="s3cret"), id="token"),
+        pytest.param(
+            ConnectedAppSignIn(
+                client_id="app-id", secret_id="kid", secret_value="v4lue", username="etl@x.org"
+            ),
+            id="connected-app",
+        ),
+    ],
+)
+def test_each_way_to_sign_in_sends_its_credentials_and_reads_a_real_servers_reply(
+    replay: Replay, sign_in: TokenSignIn | ConnectedAppSignIn
+) -> None:
+    replay.on("GET", r"/jobs/", recorded("job_get_by_id_completed.xml"))
+    resource = TableauServerResource(
+        server_url=replay.url, site="Samples", sign_in=sign_in, api_version="3.14", max_retries=0
+    )
+    with resource.client() as client:
+        assert client.get_job(FAILED_JOB).finish_code == 3
+    # the session of the recorded reply: its site id in the path, its token in the header
+    assert replay.seen[:2] == [
+        "POST /api/3.14/auth/signin",
+        f"GET /api/3.14/sites/{SITE_ID}/jobs/{FAILED_JOB}",
+    ]
+    credentials = json.loads(replay.bodies[0])["credentials"]
+    assert credentials.pop("site") == {"contentUrl": "Samples"}
+    if isinstance(sign_in, TokenSignIn):
+        assert credentials == {
+            "personalAccessTokenName": "ci",
+            "personalAccessTokenSecret": "s3cret",
+        }
+        return
+    header, claims, signed = credentials.pop("jwt").split(".")
+    assert credentials == {} and signed == signature(f"{header}.{claims}", "v4lue")
+    assert json.loads(unb64url(header))["kid"] == "kid"
+    claimed = json.loads(unb64url(claims))
+    assert (claimed["iss"], claimed["sub"], claimed["aud"]) == ("app-id", "etl@x.org", "tableau")
 
 
 # --- jobs ---------------------------------------------------------------------------------------
@@ -288,7 +335,7 @@ def test_an_xml_error_to_a_json_request_keeps_tableaus_code(replay: Replay) -> N
     replay.routes.clear()
     replay.on("POST", r"/auth/signin$", recorded("auth_sign_in_error.xml", 401))
     resource = TableauServerResource(
-        server_url=replay.url, token_name="ci", token_secret="x", api_version="3.14"
+        server_url=replay.url, sign_in=TokenSignIn(name="ci", secret="x"), api_version="3.14"
     )
     with resource.client() as client, pytest.raises(TableauSignInError) as refused:
         client.project("Default")

@@ -1,0 +1,1 @@
+"""The parts of `hyper_assets.component` (internal: import from `hyper_assets.component`)."""

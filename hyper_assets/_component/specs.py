@@ -1,0 +1,283 @@
+"""The YAML of `HyperExtractComponent`: its attributes as frozen, resolvable models.
+
+Each field's description is what `dg` shows and docs/component.md explains.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import dagster as dg
+from dagster.components.resolved.core_models import (
+    DailyPartitionsDefinitionModel,
+    HourlyPartitionsDefinitionModel,
+    StaticPartitionsDefinitionModel,
+    TimeWindowPartitionsDefinitionModel,
+    WeeklyPartitionsDefinitionModel,
+    resolve_partitions_def,
+)
+
+from hyper_assets.tableau.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS
+from hyper_assets.tableau.resource import ConnectedAppSignIn, TokenSignIn
+
+ResolvedPartitionsDefinition = Annotated[
+    dg.PartitionsDefinition | None,
+    dg.Resolver(
+        resolve_partitions_def,
+        model_field_type=HourlyPartitionsDefinitionModel
+        | DailyPartitionsDefinitionModel
+        | WeeklyPartitionsDefinitionModel
+        | TimeWindowPartitionsDefinitionModel
+        | StaticPartitionsDefinitionModel,
+        description="Partitions of the table: hourly, daily, weekly, time_window or static; "
+        "needs `partition_expr`.",
+    ),
+]
+ResolvedAutomationCondition = Annotated[
+    dg.AutomationCondition | None,
+    dg.Resolver.default(
+        model_field_type=str | None,
+        description="When Dagster materialises it, e.g. "
+        "\"{{ dg.AutomationCondition.on_cron('0 * * * *') }}\".",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class FileSource(dg.Resolvable):
+    """Files Spark reads into a table."""
+
+    format: Literal["parquet", "csv", "json"]
+    path: Annotated[
+        str,
+        dg.Resolver.default(
+            description="A file, directory or glob, relative to the project root, or a URI "
+            "Spark reads (s3://...). A partitioned table puts {partition_key} in it: a run "
+            "reads each partition's files."
+        ),
+    ]
+    options: Annotated[
+        Mapping[str, str],
+        dg.Resolver.default(description='Spark reader options, e.g. {header: "true"}.'),
+    ] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ColumnSpec(dg.Resolvable):
+    """A column the table has: its values are cast to `type` before they are stored."""
+
+    name: str
+    type: Annotated[str, dg.Resolver.default(description="A Spark SQL type: INT, DATE, ...")]
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class TableYaml(dg.Resolvable):
+    """One table of the extract, built by Spark from files or from SQL over other tables."""
+
+    name: Annotated[str, dg.Resolver.default(description="Table and asset name.")]
+    source: FileSource | None = None
+    sql: Annotated[
+        str | None,
+        dg.Resolver.default(
+            description="Spark SQL over other tables of this component, by name. A "
+            "partitioned table may use :partition_key, :partition_start, :partition_end."
+        ),
+    ] = None
+    inputs: Annotated[
+        Sequence[str] | None,
+        dg.Resolver.default(description="Tables `sql` reads; default: its FROM/JOIN names."),
+    ] = None
+    columns: Annotated[
+        Sequence[ColumnSpec],
+        dg.Resolver.default(description="The columns, in order; known before any run."),
+    ] = ()
+    schema_name: Annotated[
+        str | None, dg.Resolver.default(description='Hyper schema; default "Extract".')
+    ] = None
+    primary_key: Sequence[str] = ()
+    foreign_keys: Annotated[
+        Mapping[str, str],
+        dg.Resolver.default(description='Column to "schema.table.column" (or "table.column").'),
+    ] = field(default_factory=dict)
+    write_mode: Annotated[
+        Literal["replace", "append", "upsert"],
+        dg.Resolver.default(
+            description="replace: full refresh (or a partition replace); append; upsert "
+            "(by primary_key)."
+        ),
+    ] = "replace"
+    partitions_def: ResolvedPartitionsDefinition = None
+    partition_expr: Annotated[
+        str | None, dg.Resolver.default(description="The column partitions select rows by.")
+    ] = None
+    not_null: Annotated[
+        Sequence[str], dg.Resolver.default(description="Columns a check keeps free of NULL.")
+    ] = ()
+    schema_evolution: Annotated[
+        str | None,
+        dg.Resolver.default(
+            description="add_columns: an append, upsert or partition write whose rows have a "
+            "column the table lacks adds it (NULL in the stored rows); default: refused."
+        ),
+    ] = None
+    geography_columns: Annotated[
+        Sequence[str],
+        dg.Resolver.default(
+            description='String columns of well-known text ("POINT(-73.78 40.64)") stored '
+            "as GEOGRAPHY, which Tableau maps."
+        ),
+    ] = ()
+    description: str | None = None
+    owners: Sequence[str] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
+    automation_condition: ResolvedAutomationCondition = None
+
+
+@dataclass(frozen=True)
+class SparkSpec(dg.Resolvable):
+    """The Spark session the tables are built with."""
+
+    resource_key: str = "pyspark"
+    config: Annotated[
+        Mapping[str, str] | None,
+        dg.Resolver.default(
+            description="Spark settings; given, the component defines the PySparkResource."
+        ),
+    ] = None
+
+
+@dataclass(frozen=True)
+class AdoptSpec(dg.Resolvable):
+    """Assets the project already defines in Python, stored by a `HyperIOManager`."""
+
+    defs_path: Annotated[
+        str,
+        dg.Resolver.default(
+            description="Where the project defines them, relative to the defs folder "
+            "(a Python file or folder)."
+        ),
+    ]
+    keys: Sequence[str] = ()
+    groups: Sequence[str] = ()
+    not_null: Annotated[
+        Mapping[str, Sequence[str]],
+        dg.Resolver.default(description="Asset key to columns a check keeps free of NULL."),
+    ] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChecksSpec(dg.Resolvable):
+    """The library's checks (hyper_assets.checks), run inside Hyper."""
+
+    enabled: bool = True
+    min_row_ratio: Annotated[
+        float | None,
+        dg.Resolver.default(
+            description="A partition below this share of the previous run's rows fails "
+            "(null: no row-count check)."
+        ),
+    ] = 0.5
+    row_count_severity: Literal["ERROR", "WARN"] = "ERROR"
+    partitioned: Annotated[
+        bool,
+        dg.Resolver.default(
+            description="Check a partitioned table per partition (Dagster's partitioned "
+            "asset checks, a preview in 1.13); false: one result for the whole table."
+        ),
+    ] = True
+    publish_max_lag_minutes: Annotated[
+        float | None,
+        dg.Resolver.default(description="Fail when a change waits longer to be published."),
+    ] = None
+
+
+@dataclass(frozen=True)
+class TokenSignInSpec(dg.Resolvable):
+    """A personal access token; its secret is read from an environment variable."""
+
+    name: str
+    secret_env: Annotated[
+        str, dg.Resolver.default(description="Name of the variable holding the token secret.")
+    ]
+
+    def config(self) -> TokenSignIn:
+        return TokenSignIn(name=self.name, secret=dg.EnvVar(self.secret_env))
+
+
+@dataclass(frozen=True)
+class ConnectedAppSignInSpec(dg.Resolvable):
+    """A Connected App (direct trust); its secret value is read from an environment variable."""
+
+    client_id: str
+    secret_id: str
+    secret_value_env: Annotated[
+        str, dg.Resolver.default(description="Name of the variable holding the secret value.")
+    ]
+    username: Annotated[str, dg.Resolver.default(description="The user the app acts as.")]
+
+    def config(self) -> ConnectedAppSignIn:
+        return ConnectedAppSignIn(
+            client_id=self.client_id,
+            secret_id=self.secret_id,
+            secret_value=dg.EnvVar(self.secret_value_env),
+            username=self.username,
+        )
+
+
+@dataclass(frozen=True)
+class TableauServerSpec(dg.Resolvable):
+    """The Tableau server and how to sign in; secrets are read from environment variables."""
+
+    server_url: str
+    sign_in: Annotated[
+        TokenSignInSpec | ConnectedAppSignInSpec,
+        dg.Resolver.default(
+            description="{name, secret_env} (a personal access token) or {client_id, "
+            "secret_id, secret_value_env, username} (a Connected App)."
+        ),
+    ]
+    site: str = ""
+    verify_tls: bool = True
+    project_match_case: Annotated[
+        bool,
+        dg.Resolver.default(
+            description="Find the project by its exact letter case only; by default a name "
+            "in another case finds it when exactly one project matches regardless of case."
+        ),
+    ] = False
+
+
+@dataclass(frozen=True)
+class PublishSpec(dg.Resolvable):
+    """A published data source: an asset downstream of the tables it holds."""
+
+    datasource: str
+    project: str = "Default"
+    tables: Annotated[
+        Sequence[str] | None,
+        dg.Resolver.default(
+            description='The tables it holds ("table" or "schema.table"), one star: one '
+            "fact table reaching the others by foreign keys; default: every table."
+        ),
+    ] = None
+    key: Annotated[
+        str | None,
+        dg.Resolver.default(description="Asset key; default: dagster-tableau's for the name."),
+    ] = None
+    resource_key: str = "tableau"
+    lock_timeout_seconds: Annotated[
+        float,
+        dg.Resolver.default(
+            description="How long a publish waits for another one of this data source to "
+            "finish before it fails with PublishLockedError; default: two hours."
+        ),
+    ] = DEFAULT_LOCK_TIMEOUT_SECONDS
+    server: Annotated[
+        TableauServerSpec | None,
+        dg.Resolver.default(description="Given, the component defines the resource."),
+    ] = None
+    automation_condition: ResolvedAutomationCondition = None
+    description: str | None = None
+    owners: Sequence[str] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)

@@ -1,0 +1,185 @@
+"""`TableauServerResource`: where Tableau is and how to sign in, as Dagster config.
+
+    tableau = TableauServerResource(
+        server_url="https://tableau.example.com",
+        site="sales",
+        sign_in=TokenSignIn(name="ci", secret=dagster.EnvVar("TABLEAU_TOKEN_SECRET")),
+    )  # or sign_in=ConnectedAppSignIn(client_id=.., secret_id=.., secret_value=.., username=..)
+    with tableau.client() as client:
+        ...
+
+The resource only configures: `client()` reads the secrets and hands a `TableauClient`
+the frozen `ClientSettings`. In run config the sign-in is one of
+`sign_in: {token: {name, secret}}` and `sign_in: {connected_app: {client_id, ...}}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from dagster import Config, ConfigurableResource, EnvVar
+from pydantic import Field, model_validator
+
+from hyper_assets._files import MEGABYTE
+from hyper_assets.errors import ConfigurationError
+from hyper_assets.tableau.client import TableauClient
+from hyper_assets.tableau.connected_app import PUBLISH_SCOPES
+from hyper_assets.tableau.settings import (
+    ClientSettings,
+    ConnectedAppCredentials,
+    SignIn,
+    TokenCredentials,
+)
+from hyper_assets.tableau.transport import HttpSettings, RetryPolicy
+
+#: The flat sign-in fields of earlier versions, and where each went.
+_MOVED = {
+    "token_name": "sign_in=TokenSignIn(name=...)",
+    "token_secret": "sign_in=TokenSignIn(secret=...)",
+    "connected_app_client_id": "sign_in=ConnectedAppSignIn(client_id=...)",
+    "connected_app_secret_id": "sign_in=ConnectedAppSignIn(secret_id=...)",
+    "connected_app_secret_value": "sign_in=ConnectedAppSignIn(secret_value=...)",
+    "username": "sign_in=ConnectedAppSignIn(username=...)",
+    "scopes": "sign_in=ConnectedAppSignIn(scopes=...)",
+}
+
+
+class TokenSignIn(Config):
+    """Sign in with a personal access token."""
+
+    kind: Literal["token"] = Field(default="token", description="This way to sign in.")
+    name: str = Field(description="The personal access token's name.")
+    secret: str = Field(
+        repr=False, description="The token's secret (a secret): pass dagster.EnvVar(..)."
+    )
+
+    def credentials(self) -> TokenCredentials:
+        return TokenCredentials(
+            _plain(self.name, "the token name"), _plain(self.secret, "the token secret")
+        )
+
+
+class ConnectedAppSignIn(Config):
+    """Sign in through a Connected App (direct trust) with a fresh JWT each time."""
+
+    kind: Literal["connected_app"] = Field(
+        default="connected_app", description="This way to sign in."
+    )
+    client_id: str = Field(description="The Connected App's client id.")
+    secret_id: str = Field(description="The id of one of the app's secrets.")
+    secret_value: str = Field(
+        repr=False, description="That secret's value (a secret): pass dagster.EnvVar(..)."
+    )
+    username: str = Field(description="The Tableau user the app acts as.")
+    scopes: list[str] = Field(
+        default_factory=lambda: list(PUBLISH_SCOPES),
+        description="What the JWT grants: by default what a publish calls.",
+    )
+
+    def credentials(self) -> ConnectedAppCredentials:
+        return ConnectedAppCredentials(
+            _plain(self.client_id, "the connected app's client id"),
+            _plain(self.secret_id, "the connected app's secret id"),
+            _plain(self.secret_value, "the connected app's secret value"),
+            _plain(self.username, "the connected app's username"),
+            tuple(self.scopes),
+        )
+
+
+class TableauServerResource(ConfigurableResource):
+    """Where Tableau is and how to talk to it; `client()` opens a `TableauClient`."""
+
+    server_url: str = Field(description="Base URL, e.g. https://tableau.example.com.")
+    site: str = Field(default="", description='Site content URL; "" is the default site.')
+    sign_in: TokenSignIn | ConnectedAppSignIn = Field(
+        discriminator="kind",
+        description="How to sign in: TokenSignIn (a personal access token) or "
+        "ConnectedAppSignIn (a Connected App's JWT).",
+    )
+    api_version: str | None = Field(
+        default=None, description="REST API version. Default: the server's."
+    )
+    project_match_case: bool = Field(
+        default=False,
+        description="Find projects by their exact letter case only. Default: a name in "
+        'another case ("default") finds the project when exactly one matches regardless '
+        "of case.",
+    )
+    verify_tls: bool = Field(default=True, description="Verify the server's certificate.")
+    connect_timeout_seconds: float = Field(
+        default=10.0, description="Seconds to wait for a connection to the server."
+    )
+    timeout_seconds: float = Field(default=300.0, description="Read/write timeout per request.")
+    upload_chunk_bytes: int = Field(
+        default=50 * MEGABYTE, description="Files are read and uploaded this much at a time."
+    )
+    publish_as_job_bytes: int = Field(
+        default=64 * MEGABYTE,
+        description="Whole-file publishes above this run as a server job (asJob=true), polled "
+        "to the end, as Tableau's own client does above 64 MB.",
+    )
+    max_retries: int = Field(default=5, description="Retries per request (0: none).")
+    retry_initial_delay_seconds: float = Field(
+        default=0.5, description="Delay before the first retry; doubled per retry, jittered."
+    )
+    retry_max_delay_seconds: float = Field(default=30.0, description="Longest delay of a retry.")
+    retry_max_total_seconds: float = Field(default=300.0, description="Retry budget per request.")
+    job_poll_initial_seconds: float = Field(
+        default=0.5, description="Delay before polling a job again; x1.5 per poll."
+    )
+    job_poll_max_seconds: float = Field(default=30.0, description="Longest delay between polls.")
+    job_timeout_seconds: float = Field(
+        default=3600.0, description="Give up waiting for a job after this long."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_flat_sign_in(cls, data: Any) -> Any:
+        """Name the new field for an old flat sign-in field (without showing any value)."""
+        old = [name for name in _MOVED if isinstance(data, dict) and name in data]
+        if old:
+            moved = "; ".join(f"{name} -> {_MOVED[name]}" for name in old)
+            raise ConfigurationError(
+                f"TableauServerResource signs in through one field now, sign_in: {moved} "
+                "(TokenSignIn and ConnectedAppSignIn are in hyper_assets)."
+            )
+        return data
+
+    def settings(self) -> ClientSettings:
+        """The frozen settings a `TableauClient` takes, the secrets read."""
+        sign_in: SignIn = self.sign_in.credentials()
+        return ClientSettings(
+            http=HttpSettings(
+                self.server_url, self.verify_tls, self.connect_timeout_seconds, self.timeout_seconds
+            ),
+            sign_in=sign_in,
+            site=self.site,
+            retry=RetryPolicy(
+                self.max_retries,
+                self.retry_initial_delay_seconds,
+                self.retry_max_delay_seconds,
+                self.retry_max_total_seconds,
+            ),
+            api_version=self.api_version,
+            project_match_case=self.project_match_case,
+            upload_chunk_bytes=self.upload_chunk_bytes,
+            publish_as_job_bytes=self.publish_as_job_bytes,
+            job_poll_initial_seconds=self.job_poll_initial_seconds,
+            job_poll_max_seconds=self.job_poll_max_seconds,
+            job_timeout_seconds=self.job_timeout_seconds,
+        )
+
+    def client(self) -> TableauClient:
+        """A new client; use it as a context manager so it signs out and closes."""
+        return TableauClient(self.settings())
+
+
+def _plain(secret: str, what: str) -> str:
+    """The secret; an `EnvVar` used outside a Dagster run is read from the environment."""
+    if not isinstance(secret, EnvVar):
+        return secret
+    if not (value := secret.get_value()):
+        raise ConfigurationError(
+            f"The environment variable {secret.env_var_name} ({what}) is not set."
+        )
+    return value
