@@ -55,6 +55,7 @@ from hyper_assets.errors import (
     TableauSignInError,
     TableNotFoundError,
     UnexpectedReplyError,
+    UnknownFormatVersionError,
     UnsupportedHomeError,
     UnsupportedTypeError,
 )
@@ -136,6 +137,7 @@ __all__ = [
     "TableauSignInError",
     "TokenSignIn",
     "UnexpectedReplyError",
+    "UnknownFormatVersionError",
     "UnsupportedHomeError",
     "UnsupportedTypeError",
     "VersionUpgrade",

@@ -11,6 +11,11 @@ from pathlib import Path
 MEGABYTE = 1024 * 1024
 
 
+def file_size(path: Path | None) -> int:
+    """The bytes of file `path`; 0 for no file (None, or none there)."""
+    return path.stat().st_size if path is not None and path.exists() else 0
+
+
 def file_mode() -> int:
     """The mode of every file this library creates: 0o666 less the process's umask (what
     `open()` gives). hyperd makes its files 0o660 less its own umask (0o640 beside our

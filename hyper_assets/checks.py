@@ -28,7 +28,7 @@ from tableauhyperapi import Connection, TableName, escape_name
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.outbox import Outbox
-from hyper_assets.partitions import partition_counts
+from hyper_assets.partitions import RANGE_ROW_COUNT, partition_counts
 from hyper_assets.spec import TableSpec
 from hyper_assets.tables import Catalog, table_label
 
@@ -36,7 +36,7 @@ from hyper_assets.tables import Catalog, table_label
 SAMPLE_SIZE = 5
 #: Materialisation metadata holding the rows a run wrote: a backfilled range first (each of
 #: its partitions also carries its own count), then one partition, then a whole table.
-_ROW_COUNT_KEYS = ("range_row_count", "dagster/partition_row_count", "dagster/row_count")
+_ROW_COUNT_KEYS = (RANGE_ROW_COUNT, "dagster/partition_row_count", "dagster/row_count")
 
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
 

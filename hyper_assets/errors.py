@@ -23,6 +23,7 @@ HyperAssetsError
 ├── HyperStartError                 hyperd could not start
 ├── StagingStoreError               the staging object store failed or cannot be reached
 ├── CorruptFileError                an outbox, plan or state file that does not parse
+│   └── UnknownFormatVersionError   one written by a newer hyper-assets (its format_version)
 ├── HomeError                       the extract's object-store home; nothing was committed
 │   ├── HomeConflictError           another writer committed a generation during this write
 │   ├── LeaseLostError              the write's lease expired: it may not commit
@@ -182,6 +183,11 @@ class StagingStoreError(HyperAssetsError):
 
 class CorruptFileError(HyperAssetsError):
     """A file kept beside a `.hyper` (outbox record, publish plan or state) cannot be read."""
+
+
+class UnknownFormatVersionError(CorruptFileError):
+    """An outbox record, plan or publish state of a `format_version` this library does not
+    know: written by a newer hyper-assets. Nothing was changed."""
 
 
 # --- Action batches ------------------------------------------------------------------

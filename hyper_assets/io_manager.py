@@ -46,7 +46,7 @@ from hyper_assets.geography import as_geography
 from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
 from hyper_assets.ingest import Write, WriteResult, write_table
 from hyper_assets.outbox import Outbox
-from hyper_assets.partitions import Window, partition_counts, partition_window
+from hyper_assets.partitions import RANGE_ROW_COUNT, Window, partition_counts, partition_window
 from hyper_assets.preflight import check_database_path, check_frame
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
@@ -456,7 +456,7 @@ def _partition_count_key(context: OutputContext) -> str:
     """Rows of the one partition written, or of a backfilled range of them."""
     if len(context.asset_partition_keys) == 1:
         return "dagster/partition_row_count"
-    return "range_row_count"
+    return RANGE_ROW_COUNT
 
 
 def _column_schema(write: Write, declared: object = None) -> TableSchema:

@@ -18,6 +18,9 @@ transaction committed takes its record back (`recording`): the outbox is as it w
 pending record left behind by a crash is settled by the next holder of the lock: an append
 by comparing the table's row count with the count recorded before it, the others by
 keeping them (a crash cannot tell whether they committed).
+
+Each record carries `format_version` (`RECORD_VERSION`): a record of a version this library
+does not know is refused with `UnknownFormatVersionError`; one without it is version 1.
 """
 
 from __future__ import annotations
@@ -32,22 +35,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tableauhyperapi import Connection, TableName, escape_name
+from tableauhyperapi import Connection, HyperException, TableName, escape_name
 
 from hyper_assets._files import fsync_path, write_json
 from hyper_assets._sql import attach, count_rows, detach
-from hyper_assets.errors import CorruptFileError
+from hyper_assets.errors import CorruptFileError, IngestError, UnknownFormatVersionError
 from hyper_assets.ingest import Write, source_sql
 from hyper_assets.partitions import Window
 from hyper_assets.spec import DECLARED_MODES, WriteMode
 from hyper_assets.staging import Staged
-from hyper_assets.tables import Catalog
+from hyper_assets.tables import Catalog, table_label
 
 T = TypeVar("T")
 
 #: The table inside `<seq>.hyper` that holds captured rows or keys.
 CAPTURED = TableName("public", "captured")
 _ALIAS = "hyper_assets_outbox"
+#: The version of the change records this library writes and reads.
+RECORD_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,11 @@ class Change:
     rows: int = 0
     rows_before: int | None = None
     uncertain: bool = False
+    recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "format_version": RECORD_VERSION,
             "seq": self.seq,
             "id": self.id,
             "kind": self.kind,
@@ -76,7 +83,7 @@ class Change:
             "rows": self.rows,
             "rows_before": self.rows_before,
             "uncertain": self.uncertain,
-            "recorded_at": datetime.now(UTC).isoformat(),
+            "recorded_at": self.recorded_at.isoformat(),
         }
 
     @classmethod
@@ -92,18 +99,31 @@ class Change:
             rows=body["rows"],
             rows_before=body["rows_before"],
             uncertain=body["uncertain"],
+            recorded_at=datetime.fromisoformat(body["recorded_at"]),
         )
 
 
-def read_json(path: Path, parse: Callable[[Any], T], way_out: str) -> T:
-    """`parse` of the JSON in `path`; a file that does not parse is a `CorruptFileError`."""
+def read_json(path: Path, parse: Callable[[Any], T], way_out: str, *, versioned: int = 0) -> T:
+    """`parse` of the JSON in `path`; a file that does not parse is a `CorruptFileError`.
+
+    `versioned`: the one `format_version` the file may have (missing: 1); another raises
+    `UnknownFormatVersionError` before `parse` reads it.
+    """
     try:
-        return parse(json.loads(path.read_text()))
+        body = json.loads(path.read_text())
+        version = body.get("format_version", 1) if versioned else None
+        if version == versioned or not versioned:
+            return parse(body)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CorruptFileError(
             f"{path} cannot be read ({type(error).__name__}: {error}); nothing was changed. "
             f"{way_out}"
         ) from error
+    raise UnknownFormatVersionError(
+        f"{path} has format version {version!r}, and this version of hyper-assets reads "
+        f"version {versioned} only; nothing was changed. It was written by a newer "
+        "hyper-assets: upgrade this one to that version."
+    )
 
 
 #: What to do about the outbox's `state.json` when it cannot be read.
@@ -146,16 +166,15 @@ class Outbox:
 
     def changes(self) -> list[Change]:
         """The committed changes, oldest first."""
-        return [read_json(p, Change.from_json, RECORD_WAY_OUT) for p in self._committed()]
+        return [self._read(p) for p in self._committed()]
+
+    def _read(self, path: Path) -> Change:
+        return read_json(path, Change.from_json, RECORD_WAY_OUT, versioned=RECORD_VERSION)
 
     def oldest_change_at(self) -> datetime | None:
         """When the oldest change still to be sent was recorded; None when all were sent."""
         paths = self._committed()
-        if not paths:
-            return None
-        return read_json(
-            paths[0], lambda record: datetime.fromisoformat(record["recorded_at"]), RECORD_WAY_OUT
-        )
+        return self._read(paths[0]).recorded_at if paths else None
 
     def record(self, connection: Connection, write: Write, staged: Staged) -> Change | None:
         """Before `write` runs with the `staged` rows: its pending record, and the rows or
@@ -208,14 +227,22 @@ class Outbox:
 
     def _capture(self, connection: Connection, change: Change, select: str) -> None:
         """Stores the rows of `select` in the change's own `.hyper`, durably (detached)."""
-        path = escape_name(str(self.rows_path(change)))
-        connection.execute_command(f"CREATE DATABASE IF NOT EXISTS {path}")
-        attach(connection, self.rows_path(change), _ALIAS)
+        path = self.rows_path(change)
         try:
-            connection.execute_command(f"DROP TABLE IF EXISTS {_ALIAS}.{CAPTURED}")
-            connection.execute_command(f"CREATE TABLE {_ALIAS}.{CAPTURED} AS ({select})")
-        finally:
-            detach(connection, _ALIAS)
+            connection.execute_command(f"CREATE DATABASE IF NOT EXISTS {escape_name(str(path))}")
+            attach(connection, path, _ALIAS)
+            try:
+                connection.execute_command(f"DROP TABLE IF EXISTS {_ALIAS}.{CAPTURED}")
+                connection.execute_command(f"CREATE TABLE {_ALIAS}.{CAPTURED} AS ({select})")
+            finally:
+                detach(connection, _ALIAS)
+        except HyperException as error:
+            raise IngestError(
+                f"The rows written to {table_label(change.table)} could not be kept in the "
+                f"outbox's {path} (table {table_label(CAPTURED)}): "
+                f"{error.main_message or error}. The write was not made; free space there, or "
+                "fix what Hyper says, and run it again."
+            ) from error
 
     def commit(self, change: Change) -> None:
         """After the write is durable (its connection closed): the change is to be sent."""
@@ -227,8 +254,8 @@ class Outbox:
     def settle(self, connection: Connection) -> None:
         """Commits or drops the pending records a crash or an error left behind."""
         for path in sorted(self.directory.glob("*.pending.json")) if self.tracking else []:
-            change = read_json(path, Change.from_json, RECORD_WAY_OUT)
-            if change.kind == WriteMode.APPEND:
+            change = self._read(path)
+            if change.kind == WriteMode.APPEND and change.rows_before is not None:
                 count = _count(connection, change.table)
                 if count == change.rows_before:
                     self.clear([change])

@@ -27,6 +27,11 @@ from tableauhyperapi import Connection, TableName, TypeTag, escape_name, escape_
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.types import Column
 
+#: Materialisation metadata the IO manager writes and the checks read: the rows a
+#: single-run backfill wrote over its range of partitions (each of them also gets its
+#: own `dagster/partition_row_count`).
+RANGE_ROW_COUNT = "range_row_count"
+
 
 @dataclass(frozen=True)
 class TimeRange:

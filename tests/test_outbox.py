@@ -14,7 +14,7 @@ from dagster import asset, materialize
 from tableauhyperapi import TableName
 
 from hyper_assets import HyperIOManager, PrimaryKeyError, SchemaMismatchError
-from hyper_assets.errors import CorruptFileError
+from hyper_assets.errors import CorruptFileError, IngestError
 from hyper_assets.ingest import Write, write_table
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.staging import stage_arrow
@@ -93,6 +93,23 @@ def test_a_refused_write_leaves_the_outbox_as_it_was(io_manager: HyperIOManager)
     (change,) = outbox.changes()  # the next write takes the first number
     assert (change.seq, captured(io_manager, outbox.rows_path(change))) == (1, [(3, "row 3")])
     assert sorted(files(outbox.directory)) == ["00000001.hyper", "00000001.json", "state.json"]
+
+
+def test_rows_the_outbox_cannot_keep_are_an_error_naming_its_file(
+    io_manager: HyperIOManager,
+) -> None:
+    """Hyper's error capturing an append's rows names the outbox's file and table; the
+    write is not made and the outbox is as it was."""
+    write(io_manager, rows(1))
+    outbox = Outbox(io_manager.database)
+    outbox.start_tracking()
+    before = files(outbox.directory)
+    unreadable = outbox.directory / "00000001.hyper"  # where the next append's rows go
+    unreadable.write_bytes(b"not a hyper file")
+    with pytest.raises(IngestError, match=rf"outbox's {unreadable} \(table public.captured\)"):
+        write(io_manager, rows(2))
+    assert files(outbox.directory) == before
+    assert captured_ids(io_manager) == [1]
 
 
 def crash_after_write(io_manager: HyperIOManager, table: pa.Table, staging: Path) -> None:

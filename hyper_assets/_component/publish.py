@@ -39,6 +39,7 @@ def publish_asset(
         tableau_key=spec.resource_key,
         automation_condition=spec.automation_condition,
         tables=list(spec.tables) if spec.tables is not None else None,
+        lock_timeout_seconds=spec.lock_timeout_seconds,
     )
     owners = [*component.owners, *spec.owners]
     return dg.map_asset_specs(

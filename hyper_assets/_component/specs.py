@@ -17,6 +17,7 @@ from dagster.components.resolved.core_models import (
     resolve_partitions_def,
 )
 
+from hyper_assets.tableau.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS
 from hyper_assets.tableau.resource import ConnectedAppSignIn, TokenSignIn
 
 ResolvedPartitionsDefinition = Annotated[
@@ -265,6 +266,13 @@ class PublishSpec(dg.Resolvable):
         dg.Resolver.default(description="Asset key; default: dagster-tableau's for the name."),
     ] = None
     resource_key: str = "tableau"
+    lock_timeout_seconds: Annotated[
+        float,
+        dg.Resolver.default(
+            description="How long a publish waits for another one of this data source to "
+            "finish before it fails with PublishLockedError; default: two hours."
+        ),
+    ] = DEFAULT_LOCK_TIMEOUT_SECONDS
     server: Annotated[
         TableauServerSpec | None,
         dg.Resolver.default(description="Given, the component defines the resource."),

@@ -22,6 +22,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 
+from hyper_assets._files import MEGABYTE
 from hyper_assets.emulator.errors import EmulatorConfigError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import JobRunner
@@ -30,7 +31,10 @@ from hyper_assets.emulator.sessions import ConnectedApp, Sessions
 from hyper_assets.emulator.store import Site, Sites, UploadStore
 from hyper_assets.process import SharedHyper
 
-DEFAULT_MAX_PAYLOAD_BYTES = 100 * 1024 * 1024
+#: The largest update payload the emulated server takes, as a server's default limit
+#: (configurable on a real one); above it the server answers 413. The client's own
+#: batch size is `hyper_assets.tableau.publish.DEFAULT_MAX_PAYLOAD_BYTES`.
+SERVER_MAX_PAYLOAD_BYTES = 100 * MEGABYTE
 DEFAULT_API_VERSION = "3.24"
 
 
@@ -44,7 +48,7 @@ class Emulator:
         port: int = 0,
         *,
         tokens: Mapping[str, str] | None = None,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_payload_bytes: int = SERVER_MAX_PAYLOAD_BYTES,
         hyper: SharedHyper | None = None,
         api_version: str = DEFAULT_API_VERSION,
         sites: Sequence[str] = ("",),
@@ -154,7 +158,7 @@ class Emulator:
 
 __all__ = [
     "DEFAULT_API_VERSION",
-    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "SERVER_MAX_PAYLOAD_BYTES",
     "ConnectedApp",
     "Emulator",
     "Faults",

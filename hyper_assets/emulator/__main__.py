@@ -7,7 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
-from hyper_assets.emulator import DEFAULT_MAX_PAYLOAD_BYTES, Emulator
+from hyper_assets.emulator import SERVER_MAX_PAYLOAD_BYTES, Emulator
 from hyper_assets.emulator.errors import EmulatorConfigError
 
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--max-payload-mb",
         type=float,
-        default=DEFAULT_MAX_PAYLOAD_BYTES / 2**20,
+        default=SERVER_MAX_PAYLOAD_BYTES / 2**20,
         help="largest update payload accepted; above it the server answers 413",
     )
     args = parser.parse_args(argv)

@@ -21,7 +21,12 @@ from hyper_assets.errors import ConfigurationError, DataModelError
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.spec import TableSpec
 from hyper_assets.tableau.model import data_model, describe
-from hyper_assets.tableau.publish import DEFAULT_MAX_PAYLOAD_BYTES, Publisher, PublishResult
+from hyper_assets.tableau.publish import (
+    DEFAULT_LOCK_TIMEOUT_SECONDS,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    Publisher,
+    PublishResult,
+)
 from hyper_assets.tableau.resource import TableauServerResource
 from hyper_assets.tables import Catalog
 
@@ -44,6 +49,7 @@ def _publish(
     io_manager_key: str,
     tableau_key: str,
     max_payload_bytes: int,
+    lock_timeout_seconds: float,
     tables: Sequence[str] | None,
 ) -> dict[str, Any]:
     io_manager = getattr(context.resources, io_manager_key)
@@ -62,6 +68,7 @@ def _publish(
             datasource,
             project,
             max_payload_bytes=max_payload_bytes,
+            lock_timeout_seconds=lock_timeout_seconds,
             logger=context.log,  # type: ignore[arg-type]
             saved=saved,
             tables=tables,
@@ -89,15 +96,16 @@ SENT_SCHEMA = dg.TableSchema(
         dg.TableColumn(
             "action",
             "string",
-            description="publish: the whole file; window: a partition's rows replaced; "
-            "insert, upsert, replace, delete: Tableau's update actions.",
+            description="publish: the whole table, in a whole-file publish; replace: the "
+            "table's rows replaced; window: a partition's rows replaced; insert: appended "
+            "rows; upsert: rows replaced by key.",
         ),
         dg.TableColumn("rows", "int", description="Rows sent for this table and action."),
     ]
 )
 
 
-def _size(n: int) -> str:
+def _readable_bytes(n: int) -> str:
     """Bytes in the unit people read: 131072 -> "128.0 KiB"."""
     units = ("B", "KiB", "MiB", "GiB")
     value, index = float(n), 0
@@ -115,7 +123,7 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
     """
     # The bytes are the requests', not a table's: `payload_bytes`, once.
     sent = [
-        dg.TableRecord({"table": row["table"], "action": row["action"], "rows": row["rows"]})
+        dg.TableRecord({"table": row.table, "action": row.action, "rows": row.rows})
         for row in result.rows
     ]
     share = f" ({result.payload_bytes / file_bytes:.1%})" if file_bytes else ""
@@ -123,9 +131,9 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
         "publish": result.kind,
         "reason": result.reason,
         "sent": dg.MetadataValue.table(sent, SENT_SCHEMA),
-        "rows_sent": sum(row["rows"] for row in result.rows),
-        "sent_vs_file": f"{_size(result.payload_bytes)} sent, the file is {_size(file_bytes)}"
-        + share,
+        "rows_sent": sum(row.rows for row in result.rows),
+        "sent_vs_file": f"{_readable_bytes(result.payload_bytes)} sent, the file is "
+        f"{_readable_bytes(file_bytes)}" + share,
         "payload_bytes": result.payload_bytes,
         "file_bytes": file_bytes,
         "server": dg.MetadataValue.url(where.server_url),
@@ -271,6 +279,7 @@ def tableau_datasource_asset(
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     automation_condition: dg.AutomationCondition | None = None,
     tables: Sequence[str] | None = None,
+    lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
 ) -> dg.AssetsDefinition:
     """An asset that publishes the `.hyper` file as data source `datasource` of `project`.
 
@@ -285,6 +294,11 @@ def tableau_datasource_asset(
     holds, every table without it. Tableau takes them only as one star: one fact table,
     reaching every other through foreign keys (`hyper_assets.tableau.model`); publish each
     star of a file as a data source of its own.
+
+    `max_payload_bytes` caps each update request's payload file (a server refusing one
+    as too large gets it cut smaller). One publish of a data source runs at a time: a
+    second waits up to `lock_timeout_seconds` for the first, then raises
+    `PublishLockedError` naming it.
     """
     sources = _held(_dep_metadata(deps), tables)
     declared = all(isinstance(d, dg.AssetsDefinition) for d in deps)
@@ -312,6 +326,7 @@ def tableau_datasource_asset(
             io_manager_key,
             tableau_key,
             max_payload_bytes,
+            lock_timeout_seconds,
             tables,
         )
         io_manager = getattr(context.resources, io_manager_key)
@@ -330,9 +345,11 @@ def build_publish_op(
     tableau_key: str = "tableau",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     tables: Sequence[str] | None = None,
+    lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
 ) -> dg.OpDefinition:
-    """An op that publishes the `.hyper` file (its `tables`, as `tableau_datasource_asset`
-    says); wire its `start` input after the writes."""
+    """An op that publishes the `.hyper` file (its `tables`, `max_payload_bytes` and
+    `lock_timeout_seconds` as `tableau_datasource_asset` says); wire its `start` input
+    after the writes."""
 
     @dg.op(
         name=name,
@@ -350,6 +367,7 @@ def build_publish_op(
             io_manager_key,
             tableau_key,
             max_payload_bytes,
+            lock_timeout_seconds,
             tables,
         )
         return dg.Output(None, metadata=metadata)

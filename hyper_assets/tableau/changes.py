@@ -11,7 +11,8 @@ Per table, in the order tables were first changed:
   server's Hyper SET key columns, which kills hyperd for a composite key).
 
 Sending current rows makes a change that is sent twice, or whose write failed after it
-was recorded, harmless: the server ends up with what the local file holds.
+was recorded, harmless: the server ends up with what the local file holds. The actions
+that send a step read payload files: `hyper_assets.tableau.payload` makes both.
 """
 
 from __future__ import annotations
@@ -27,23 +28,16 @@ from hyper_assets.outbox import Change
 from hyper_assets.partitions import TimeRange, Window
 from hyper_assets.spec import WriteMode
 from hyper_assets.tableau.actions import (
-    Action,
     And,
     Condition,
     Const,
-    Delete,
     Eq,
     Gte,
-    Insert,
     Lt,
     Or,
-    Replace,
 )
 
 StepKind = Literal["replace", "window", "insert", "upsert"]
-
-#: The schema of every table in a payload file.
-PAYLOAD_SCHEMA = "payload"
 
 _INTEGERS = (TypeTag.SMALL_INT, TypeTag.INT, TypeTag.BIG_INT)
 _TEXTS = (TypeTag.TEXT, TypeTag.VARCHAR, TypeTag.CHAR)
@@ -51,7 +45,7 @@ _TEXTS = (TypeTag.TEXT, TypeTag.VARCHAR, TypeTag.CHAR)
 
 @dataclass(frozen=True)
 class Step:
-    """The net change of one table; `condition` is the window's, for `window` steps."""
+    """The net change of one table; `condition` is the window's, set for `window` steps only."""
 
     kind: StepKind
     table: TableName
@@ -137,37 +131,3 @@ def _key_const(value: str, sql_type: SqlType) -> Const | None:
     if sql_type.tag in _INTEGERS and value.lstrip("-").isdigit():
         return Const.integer(int(value))
     return None
-
-
-def keys_table(source: str) -> str:
-    """The payload table beside `source` that holds an upsert part's keys."""
-    return f"{source}_keys"
-
-
-def step_actions(step: Step, source: str | None, first: bool) -> list[Action]:
-    """The actions for one payload table `source` of `step` (None: the step has no rows).
-
-    A step split over several payloads sends its window's delete or its replace with the
-    first part only; the other parts insert their rows. An upsert part deletes its own
-    keys (payload table `keys_table(source)`) before inserting its rows.
-    """
-    target = {
-        "target_schema": step.table.schema_name.name.unescaped,
-        "target_table": step.table.name.unescaped,
-    }
-    actions: list[Action] = []
-    if step.kind == "window" and first:
-        assert step.condition is not None
-        actions.append(Delete(**target, condition=step.condition))
-    if source is None:
-        return actions
-    rows = {"source_schema": PAYLOAD_SCHEMA, "source_table": source, **target}
-    if step.kind == "replace" and first:
-        actions.append(Replace(**rows))
-    elif step.kind == "upsert":
-        match = And([Eq(k, source_col=k) for k in step.key])
-        keys = {"source_schema": PAYLOAD_SCHEMA, "source_table": keys_table(source)}
-        actions += [Delete(**target, **keys, condition=match), Insert(**rows)]
-    else:
-        actions.append(Insert(**rows))
-    return actions

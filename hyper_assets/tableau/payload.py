@@ -3,23 +3,31 @@
 Each step's rows go first to a file of their own, read from the local file (attached
 read-only) and the outbox's captured rows; a file above the limit is split into parts
 of about equal row counts; consecutive parts are then packed into batches under the
-limit, one payload file per batch.
+limit, one payload file per batch. Each part's actions read its own payload tables
+(`step_actions`). Hyper's errors writing them are `PublishError`s naming the file.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tableauhyperapi import Connection, Endpoint, TableName, escape_name
+from tableauhyperapi import Connection, Endpoint, HyperException, TableName, escape_name
 
-from hyper_assets._files import set_mode
+from hyper_assets._files import file_size, set_mode
 from hyper_assets._sql import attach, count_rows, detach
+from hyper_assets.errors import PublishError
 from hyper_assets.outbox import CAPTURED, Outbox
-from hyper_assets.tableau.actions import Action, Delete, Insert, Replace
-from hyper_assets.tableau.changes import PAYLOAD_SCHEMA, Step, keys_table, step_actions
+from hyper_assets.tableau.actions import Action, And, Delete, Eq, Insert, Replace
+from hyper_assets.tableau.changes import Step
+from hyper_assets.tableau.plan import Batch, SentRows
+from hyper_assets.tables import table_label
+
+#: The schema of every table in a payload file.
+PAYLOAD_SCHEMA = "payload"
 
 _LOCAL, _PART, _SOURCE = "local", "part", "source"
 _CHUNK = "hyper_assets_chunk"
@@ -37,7 +45,7 @@ class Part:
 
     @property
     def size(self) -> int:
-        return self.path.stat().st_size if self.path else 0
+        return file_size(self.path)
 
     @property
     def tables(self) -> list[str]:
@@ -46,6 +54,52 @@ class Part:
 
     def actions(self) -> list[Action]:
         return step_actions(self.step, self.name if self.path else None, self.first)
+
+
+def keys_table(source: str) -> str:
+    """The payload table beside `source` that holds an upsert part's keys."""
+    return f"{source}_keys"
+
+
+def step_actions(step: Step, source: str | None, first: bool) -> list[Action]:
+    """The actions for one payload table `source` of `step` (None: the step has no rows).
+
+    A step split over several payloads sends its window's delete or its replace with the
+    first part only; the other parts insert their rows. An upsert part deletes its own
+    keys (payload table `keys_table(source)`) before inserting its rows.
+    """
+    target = {
+        "target_schema": step.table.schema_name.name.unescaped,
+        "target_table": step.table.name.unescaped,
+    }
+    actions: list[Action] = []
+    if step.condition is not None and first:  # a window's
+        actions.append(Delete(**target, condition=step.condition))
+    if source is None:
+        return actions
+    rows = {"source_schema": PAYLOAD_SCHEMA, "source_table": source, **target}
+    if step.kind == "replace" and first:
+        actions.append(Replace(**rows))
+    elif step.kind == "upsert":
+        match = And([Eq(k, source_col=k) for k in step.key])
+        keys = {"source_schema": PAYLOAD_SCHEMA, "source_table": keys_table(source)}
+        actions += [Delete(**target, **keys, condition=match), Insert(**rows)]
+    else:
+        actions.append(Insert(**rows))
+    return actions
+
+
+@contextmanager
+def _writing(path: Path, what: str) -> Iterator[None]:
+    """Hyper's errors while writing payload file `path` (of `what`) as a `PublishError`."""
+    try:
+        yield
+    except HyperException as error:
+        raise PublishError(
+            f"Writing the payload file {path} ({what}) failed in Hyper: "
+            f"{error.main_message or error}. Nothing was sent; the outbox keeps the changes. "
+            "Free space there, or fix what Hyper says, and publish again."
+        ) from error
 
 
 def _new_file(connection: Connection, path: Path, alias: str) -> None:
@@ -71,8 +125,11 @@ def build_parts(
     with Connection(endpoint) as connection:
         attach(connection, database, _LOCAL, read_only=True)
         for index, step in enumerate(steps):
-            part = _step_part(connection, outbox, step, directory, index)
-            parts += _split(connection, part, max_bytes)
+            with _writing(
+                directory / f"step-{index:04d}.hyper", f"rows of {table_label(step.table)}"
+            ):
+                part = _step_part(connection, outbox, step, directory, index)
+                parts += _split(connection, part, max_bytes)
     return parts
 
 
@@ -177,28 +234,43 @@ def pack(parts: Sequence[Part], max_bytes: int) -> list[list[Part]]:
 
 def write_batch(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Path | None:
     """One payload file holding every part's table; None when no part has rows."""
-    files = [p for p in parts if p.path is not None]
+    files = [(p.path, p.tables) for p in parts if p.path is not None]
     if not files:
         return None
     if len(files) == 1:
-        assert files[0].path is not None
-        files[0].path.replace(path)
+        files[0][0].replace(path)
         set_mode(path)
         return path
-    with Connection(endpoint) as connection:
+    with Connection(endpoint) as connection, _writing(path, "a batch's tables"):
         _new_file(connection, path, "batch")
-        for part in files:
-            assert part.path is not None
-            attach(connection, part.path, _PART, read_only=True)
-            for name in part.tables:
+        for part_path, tables in files:
+            attach(connection, part_path, _PART, read_only=True)
+            for name in tables:
                 source = TableName(_PART, PAYLOAD_SCHEMA, name)
                 target = TableName("batch", PAYLOAD_SCHEMA, name)
                 connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {source})")
             detach(connection, _PART)
-            part.path.unlink()
+            part_path.unlink()
         detach(connection, "batch")
     set_mode(path)
     return path
+
+
+def batch_of(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Batch | None:
+    """The update batch sending `parts`, its payload written to `path` (`write_batch`);
+    None when no part has an action."""
+    payload = write_batch(endpoint, parts, path)
+    sending = [p for p in parts if p.actions()]
+    if not sending:
+        return None
+    return Batch(
+        tuple(a for part in sending for a in part.actions()),
+        payload.name if payload else None,
+        tuple(SentRows(table_label(p.step.table), p.step.kind, p.rows) for p in sending),
+        tuple(dict.fromkeys(c.id for p in parts for c in p.step.changes)),
+        file_size(payload),
+        units=tuple(len(p.actions()) for p in sending),
+    )
 
 
 @dataclass(frozen=True)
@@ -233,12 +305,12 @@ def split_batch(
     if payload is None:
         return [Piece(None, group, 0, unit) for unit, group in enumerate(groups)]
     pieces: list[Piece] = []
-    with Connection(endpoint) as connection:
+    with Connection(endpoint) as connection, _writing(payload, "cut into smaller batches"):
         attach(connection, payload, _SOURCE, read_only=True)
         for number, group in enumerate(groups):
             path = payload.with_name(f"{payload.stem}-{number:03d}.hyper")
             whole = replace(_copy_piece(connection, path, group), unit=number)
-            count = math.ceil(_size(whole.path) / (0.8 * max_bytes))
+            count = math.ceil(file_size(whole.path) / (0.8 * max_bytes))
             rows_table = _rows_table(group)
             if whole.path is None or rows_table is None or count <= 1 or whole.rows <= 1:
                 pieces.append(whole)
@@ -333,7 +405,3 @@ def _later_share(actions: Sequence[Action]) -> list[Action]:
 
 
 _ROW_FIELDS = ("target_table", "target_schema", "source_schema", "source_table")
-
-
-def _size(path: Path | None) -> int:
-    return path.stat().st_size if path is not None and path.exists() else 0

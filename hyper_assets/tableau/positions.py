@@ -19,13 +19,13 @@ import hashlib
 import logging
 import re
 import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hyper_assets.errors import CorruptFileError
 from hyper_assets.outbox import Change, Outbox, read_json
+from hyper_assets.tableau.plan import FORMAT_VERSION, PublishState, Target
 from hyper_assets.tables import table_label
 
 log = logging.getLogger(__name__)
@@ -34,23 +34,23 @@ log = logging.getLogger(__name__)
 STATE, PLAN = "published.json", "plan/plan.json"
 
 
-def home(outbox: Outbox, target: Mapping[str, str]) -> Path:
+def home(outbox: Outbox, target: Target) -> Path:
     """The directory of the data source `target` (site, project, data source name)."""
-    name = re.sub(r"[^A-Za-z0-9_]+", "_", target["datasource"])[:40]
-    text = "\n".join(target[k] for k in ("site", "project", "datasource"))
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", target.datasource)[:40]
+    text = "\n".join((target.site, target.project, target.datasource))
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]
     return outbox.directory / "datasources" / f"{name}-{digest}"
 
 
-def adopt(outbox: Outbox, directory: Path, target: Mapping[str, str]) -> None:
+def adopt(outbox: Outbox, directory: Path, target: Target) -> None:
     """Moves the file's one publish state (and plan) of an earlier version into `directory`,
     the data source's, when it was made for `target` and the data source has none yet."""
     legacy = outbox.directory / STATE
     if (directory / STATE).exists() or not legacy.exists():
         return
-    if read_json(legacy, lambda body: body["target"], "Delete it, and publish with full=True") != (
-        dict(target)
-    ):
+    way_out = "Delete it, and publish with full=True"
+    state = read_json(legacy, PublishState.from_json, way_out, versioned=FORMAT_VERSION)
+    if state.target != target:
         return
     directory.mkdir(parents=True, exist_ok=True)
     if (outbox.directory / "plan").exists():
@@ -75,7 +75,7 @@ def position(directory: Path) -> Position | None:
     """The data source's position: from its publish state, else from its first saved plan."""
     for name in (STATE, PLAN):
         if (directory / name).exists():
-            return read_json(directory / name, _position, "")
+            return read_json(directory / name, _position, "", versioned=FORMAT_VERSION)
     return None
 
 

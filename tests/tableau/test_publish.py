@@ -729,12 +729,9 @@ def test_a_publish_waits_for_another_only_so_long_and_names_it(setup: Setup) -> 
     )
     try:
         wait_for(lambda: plan_batches(setup) and plan_batches(setup)[0]["job_id"], "the job")
-        with setup.resources()["tableau"].client() as client:
-            publisher = Publisher(
-                setup.database, HyperResource(), client, NAME, PROJECT, lock_timeout_seconds=0.5
-            )
-            with pytest.raises(PublishLockedError, match=rf"after 0.5 s.*process {child.pid} on"):
-                publisher.publish()
+        # The setting users give the asset (likewise the op and the component).
+        with pytest.raises(PublishLockedError, match=rf"after 0.5 s.*process {child.pid} on"):
+            setup.publish(lock_timeout_seconds=0.5)
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
