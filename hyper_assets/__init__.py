@@ -17,6 +17,7 @@ from hyper_assets.errors import (
     DataModelError,
     DataSourceExistsError,
     EmulatorConfigError,
+    ExtractRecreatedError,
     HomeConflictError,
     HomeError,
     HomeStoreError,
@@ -46,7 +47,7 @@ from hyper_assets.errors import (
     UnsupportedHomeError,
     UnsupportedTypeError,
 )
-from hyper_assets.home import HomeSettings
+from hyper_assets.home import HomeSettings, HyperDatabase
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
@@ -79,11 +80,13 @@ __all__ = [
     "DatabaseLockedError",
     "DatabaseVersionError",
     "EmulatorConfigError",
+    "ExtractRecreatedError",
     "HomeConflictError",
     "HomeError",
     "HomeSettings",
     "HomeStoreError",
     "HyperAssetsError",
+    "HyperDatabase",
     "HyperExtractComponent",
     "HyperIOManager",
     "HyperResource",

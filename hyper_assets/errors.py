@@ -19,6 +19,7 @@ HyperAssetsError
 │   ├── PrimaryKeyError             an upsert's rows with NULL or repeated keys
 │   └── InvalidGeographyError       a geography value that is not well-known text
 ├── TableNotFoundError
+├── ExtractRecreatedError           the file is not the extract Dagster recorded (lost, made anew)
 ├── DatabaseLockedError             the file held by another program too long
 ├── IngestError                     staged rows not loaded (or not all arrived)
 ├── CompactionError
@@ -94,6 +95,12 @@ class InvalidGeographyError(DataError):
 
 class DatabaseLockedError(HyperAssetsError):
     """The `.hyper` file is held by another program for longer than the wait timeout."""
+
+
+class ExtractRecreatedError(HyperAssetsError):
+    """The `.hyper` file is not the extract Dagster's materialisations were written to: it
+    was lost (a volume not mounted, a new container's empty disk) and made anew, or is
+    missing. Nothing was read, written or sent."""
 
 
 class TableNotFoundError(HyperAssetsError):
