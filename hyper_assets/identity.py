@@ -36,8 +36,8 @@ IDENTITY_KEY, HOME_KEY = "extract_identity", "extract_home"
 _LEGACY_HOME_KEY = "dagster/uri"
 _FORMAT_VERSION = 1
 _WAY_OUT = (
-    "Delete it: the next write gives the file a new identity, and loads compare it with "
-    "what Dagster recorded."
+    "Write it again with the identity the asset's latest materialisation recorded (metadata "
+    f'{IDENTITY_KEY}): {{"format_version": {_FORMAT_VERSION}, "identity": "<it>"}}.'
 )
 
 

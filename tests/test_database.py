@@ -24,6 +24,7 @@ from hyper_assets import (
     PublishConfig,
     TableauServerResource,
     build_hyper_checks,
+    compact,
     tableau_datasource_asset,
 )
 from hyper_assets.emulator import Emulator
@@ -136,6 +137,13 @@ def test_checks_and_publish_take_the_database_resource_or_the_io_manager(
         local = query(hyper, path, sql)
         assert [n for _, n in local] == [1, 2, 3, 4, 5, 6]
         assert query(hyper, emulator.data_dir / "Shop.hyper", sql) == local
+
+        home = db if how == "database_key" else hyper_database(path)
+        compact(home.hyper, home)  # with the resource's own Hyper and home settings
+        assert read_identity(path) == identity, "a compacted file is the same extract"
+        assert query(hyper, path, sql) == local
+        assert materialize(everything, resources, instance, "daily", partition_key=SIX[2]).success
+        assert loaded == {SIX[2]: 3}
 
 
 def test_a_resource_of_the_wrong_type_or_given_twice_is_named_with_the_fix(tmp_path: Path):
