@@ -11,13 +11,16 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
+import boto3
 import dagster as dg
 import pyarrow as pa
 import pytest
 from helpers import query
+from test_home import bucket, moto_s3  # noqa: F401 (fixtures)
 
 from hyper_assets import (
     ConfigurationError,
+    HomeSettings,
     HyperDatabase,
     HyperIOManager,
     HyperResource,
@@ -272,3 +275,44 @@ def test_a_lost_extract_is_noticed_not_refilled_silently(tmp_path: Path, hyper: 
         )
         assert full.success, failure(full)
         assert query(hyper, remote, sql) == query(hyper, path, sql) == [[21]]
+
+
+def test_the_identity_travels_with_a_store_home_and_a_lost_one_is_noticed(
+    tmp_path: Path,
+    moto_s3: str,  # noqa: F811 (the fixture)
+    bucket: str,  # noqa: F811 (the fixture)
+):
+    """Each run in a new container (an empty working copy) reads the identity from the
+    home's current generation; once the home's objects are gone, a write refuses."""
+    uri = f"s3://{bucket}/extracts/shop.hyper"
+    loaded: dict[str, int] = {}
+    _, flights, daily = assets(loaded)
+
+    def container(name: str) -> dict:
+        settings = HomeSettings(working_dir=str(tmp_path / name))
+        db = HyperDatabase(
+            database=uri, hyper=HyperResource(log_dir=str(tmp_path / "logs")), settings=settings
+        )
+        return {"io_manager": HyperIOManager(database=db)}
+
+    with dg.instance_for_test() as instance:
+        for n, day in enumerate(SIX[:2]):
+            run = materialize(
+                [flights], container(f"writer{n}"), instance, "flights", partition_key=day
+            )
+            assert run.success, failure(run)
+        reader = materialize(
+            [flights, daily], container("reader"), instance, "daily", partition_key=SIX[1]
+        )
+        assert reader.success, failure(reader)
+        assert loaded == {SIX[1]: 2}
+
+        s3 = boto3.resource("s3", endpoint_url=moto_s3).Bucket(bucket)
+        s3.objects.all().delete()  # the home is lost
+        lost = materialize(
+            [flights], container("writer2"), instance, "flights", partition_key=SIX[2]
+        )
+        assert "ExtractRecreatedError: Writing Extract.flights refused" in failure(lost)
+        assert f"{uri} is missing" in failure(lost)
+        left = [o.key for o in s3.objects.all() if not o.key.endswith("/lease.json")]
+        assert left == [], "the refused write committed nothing"
