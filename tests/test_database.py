@@ -103,7 +103,8 @@ def test_checks_and_publish_take_the_database_resource_or_the_io_manager(
         logs = HyperResource(log_dir=str(tmp_path / "logs"))
         resources = {"io_manager": HyperIOManager(database=str(path), hyper=logs)}
         key = {}
-    checks = build_hyper_checks([carriers, flights], partitioned=False, **key)
+    # partitioned checks (a result per day) with the resource, unpartitioned with the IO manager
+    checks = build_hyper_checks([carriers, flights], partitioned=how == "database_key", **key)
     published = tableau_datasource_asset(
         datasource="Shop", project="Default", deps=[carriers, flights], **key
     )
