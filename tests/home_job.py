@@ -48,10 +48,13 @@ published = tableau_datasource_asset(datasource="Shop", project="Default", deps=
 
 
 def _pause_before(prefix: str) -> None:
+    """Pauses before the first upload under `prefix` (a generation has several files)."""
     put = obstore.put
+    paused = []
 
     def pausing(store, key, *args, **kwargs):
-        if key.startswith(prefix):
+        if key.startswith(prefix) and not paused:
+            paused.append(key)
             print(f"PAUSED {key}", flush=True)
             sys.stdin.readline()
         return put(store, key, *args, **kwargs)
