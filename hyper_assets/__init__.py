@@ -27,6 +27,7 @@ from hyper_assets.errors import (
     DataError,
     DataModelError,
     DataSourceExistsError,
+    ExtractRecreatedError,
     HomeConflictError,
     HomeError,
     HomeStoreError,
@@ -59,7 +60,7 @@ from hyper_assets.errors import (
     UnsupportedHomeError,
     UnsupportedTypeError,
 )
-from hyper_assets.home import HomeSettings
+from hyper_assets.home import HomeSettings, HyperDatabase
 from hyper_assets.io_manager import HyperIOManager
 from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
@@ -98,11 +99,13 @@ __all__ = [
     "DataSourceExistsError",
     "DatabaseLockedError",
     "DatabaseVersionError",
+    "ExtractRecreatedError",
     "HomeConflictError",
     "HomeError",
     "HomeSettings",
     "HomeStoreError",
     "HyperAssetsError",
+    "HyperDatabase",
     "HyperExtractComponent",
     "HyperFileError",
     "HyperIOManager",

@@ -129,10 +129,11 @@ def file_version(connection: Connection, database: Path) -> int:
 
 
 def compact(
-    hyper: HyperResource, database: str | Path, *, rewrite_rows: bool = True
+    hyper: HyperResource, database: str | Path | HyperDatabase, *, rewrite_rows: bool = True
 ) -> CompactResult:
     """Rewrites `database` (a path, or an object-store home: its current generation,
     committed as the next) compactly, keeping its format version, tables, keys and rows.
+    Given a `HyperDatabase` resource, its own Hyper and home settings are used.
 
     `rewrite_rows=False` only copies the file's used blocks (fast, but blocks that deletes
     left partly empty stay so). Holding the file's lock, the copy is written beside the
@@ -143,8 +144,10 @@ def compact(
     `CorruptDatabaseError` when Hyper cannot read it, `CompactionError` when Hyper fails
     otherwise (a full disk, say).
     """
-    with HyperDatabase(database=str(database), hyper=hyper).writing() as path:
-        return compact_locked(hyper, path.absolute(), rewrite_rows)
+    if not isinstance(database, HyperDatabase):
+        database = HyperDatabase(database=str(database), hyper=hyper)
+    with database.writing() as path:
+        return compact_locked(database.hyper, path.absolute(), rewrite_rows)
 
 
 def compact_locked(

@@ -20,6 +20,7 @@ HyperAssetsError
 │   ├── CorruptDatabaseError        a file Hyper cannot open: not a .hyper, truncated
 │   ├── IngestError                 staged rows not loaded (or not all arrived)
 │   └── CompactionError             compacting or upgrading the file failed; it is unchanged
+├── ExtractRecreatedError           the file is not the extract Dagster recorded (lost, made anew)
 ├── HyperStartError                 hyperd could not start
 ├── StagingStoreError               the staging object store failed or cannot be reached
 ├── CorruptFileError                an outbox, plan or state file that does not parse
@@ -124,6 +125,12 @@ class DatabaseLockedError(HyperFileError):
 
 class CorruptDatabaseError(HyperFileError):
     """A file Hyper cannot open as a database: not a `.hyper` file, truncated, damaged."""
+
+
+class ExtractRecreatedError(HyperAssetsError):
+    """The `.hyper` file is not the extract Dagster's materialisations were written to: it
+    was lost (a volume not mounted, a new container's empty disk) and made anew, or is
+    missing. Nothing was read, written or sent."""
 
 
 class ConfigurationError(HyperAssetsError):

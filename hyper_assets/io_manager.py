@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,30 +22,37 @@ from dagster import (
     DagsterLogManager,
     InitResourceContext,
     InputContext,
-    MetadataValue,
     OutputContext,
-    TableColumn,
-    TableColumnConstraints,
-    TableSchema,
 )
 from pydantic import Field, PrivateAttr, model_validator
 from pyspark.sql import DataFrame as SparkDataFrame
-from tableauhyperapi import Connection, TableName, escape_string_literal
+from tableauhyperapi import Connection, TableName
 
 from hyper_assets._sql import count_rows, transaction
 from hyper_assets.compaction import AutoCompact, CompactResult, compact_if_wasteful
-from hyper_assets.errors import (
-    CompactionError,
-    ConfigurationError,
-    DatabaseLockedError,
-    TableNotFoundError,
-)
+from hyper_assets.errors import CompactionError, ConfigurationError, DatabaseLockedError
 from hyper_assets.frames import arrow_stream, python_loader
 from hyper_assets.geography import as_geography
 from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
-from hyper_assets.ingest import Write, WriteResult, write_table
+from hyper_assets.identity import (
+    WriteGuard,
+    give_identity,
+    loaded_records,
+    read_identity,
+    require_same,
+    write_guard,
+)
+from hyper_assets.ingest import Write, write_table
+from hyper_assets.loading import export_parquet, select_columns, stored_columns
+from hyper_assets.materialization import (
+    PartitionCounter,
+    Written,
+    range_counter,
+    report_partition_rows,
+    table_metadata,
+)
 from hyper_assets.outbox import Outbox
-from hyper_assets.partitions import RANGE_ROW_COUNT, Window, partition_counts, partition_window
+from hyper_assets.partitions import RANGE_ROW_COUNT, Window, partition_window
 from hyper_assets.preflight import check_database_path, check_frame
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
@@ -59,17 +65,9 @@ from hyper_assets.staging import (
     parse_root,
     stage_arrow,
 )
-from hyper_assets.tables import Catalog, table_label
 from hyper_assets.transfer import StagingMode, resolve_mode, stage, to_spark
-from hyper_assets.types import (
-    Column,
-    columns_from_arrow,
-    columns_from_spark,
-    describe,
-    export_sql,
-    needed_version,
-)
-from hyper_assets.upgrade import VersionUpgrade, file_for_write
+from hyper_assets.types import Column, columns_from_arrow, columns_from_spark, needed_version
+from hyper_assets.upgrade import file_for_write
 
 _log = logging.getLogger(__name__)
 
@@ -81,15 +79,27 @@ class HyperIOManager(ConfigurableIOManager):
     `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`,
     `schema_evolution="add_columns"`, `geography_columns`, and `schema` / `table` to
     override the names taken from the asset key.
+
+    `database` is the file's path or URI, or a `HyperDatabase` resource
+    (`HyperIOManager(database=HyperDatabase(...))`) that the checks and the publish can
+    take too (`database_key=`); the IO manager alone serves them as well.
     """
 
     database: str = Field(
+        default="",
         description="The .hyper file every asset is a table of: a path, or an object-store "
         "URI (s3://bucket/path/shop.hyper, configured from the AWS environment) for runs "
-        "that share no disk."
+        "that share no disk. Empty when hyper_database is given.",
+    )
+    hyper_database: HyperDatabase | None = Field(
+        default=None,
+        description="The file's home as a resource of its own (with its Hyper settings and "
+        "home settings), shared with the checks and the publish; "
+        "HyperIOManager(database=HyperDatabase(...)) sets it.",
     )
     hyper: HyperResource = Field(
-        default_factory=HyperResource, description="The Hyper process settings."
+        default_factory=HyperResource,
+        description="The Hyper process settings (a hyper_database has its own).",
     )
     default_schema: str = Field(
         default="Extract", description="Schema of assets whose key has one part."
@@ -134,11 +144,38 @@ class HyperIOManager(ConfigurableIOManager):
     _staging: StagingArea | None = PrivateAttr(default=None)
     _home: HyperDatabase | None = PrivateAttr(default=None)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _database_resource(cls, data: Any) -> Any:
+        """`database=HyperDatabase(...)` is the `hyper_database` resource; the home's
+        settings are then its own, not given twice."""
+        if not isinstance(data, dict) or not isinstance(data.get("database"), HyperDatabase):
+            return data
+        twice = sorted({"hyper", "home_settings", "hyper_database"} & data.keys())
+        if twice:
+            raise ConfigurationError(
+                f"HyperIOManager got database=HyperDatabase(...) and {', '.join(twice)}: "
+                "give the Hyper and home settings to the HyperDatabase alone."
+            )
+        return {k: v for k, v in data.items() if k != "database"} | {
+            "hyper_database": data["database"]
+        }
+
     @model_validator(mode="after")
     def _known_store(self) -> HyperIOManager:
         # An unknown scheme, or staging_s3 without s3://, fails at definition, not at the
         # first write; nothing connects to the store here.
-        parse_home(self.database)
+        if self.hyper_database is None:
+            if not self.database:
+                raise ConfigurationError(
+                    "HyperIOManager needs database=: the .hyper file's path or URI, or a "
+                    "HyperDatabase resource."
+                )
+            parse_home(self.database)
+        elif self.database:
+            raise ConfigurationError(
+                "HyperIOManager got both database= and hyper_database=: give one."
+            )
         if self.staging_dir or self.staging_s3:
             parse_root(self.staging_dir or "", self.staging_s3)
         return self
@@ -151,7 +188,10 @@ class HyperIOManager(ConfigurableIOManager):
 
     @property
     def home(self) -> HyperDatabase:
-        """Where the file lives, and the file Hyper opens in this run (`local_path`)."""
+        """Where the file lives, the Hyper process that opens it, and the file Hyper opens
+        in this run (`local_path`)."""
+        if self.hyper_database is not None:
+            return self.hyper_database
         if self._home is None:
             self._home = HyperDatabase(
                 database=self.database, hyper=self.hyper, settings=self.home_settings
@@ -159,12 +199,12 @@ class HyperIOManager(ConfigurableIOManager):
         return self._home
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        if isinstance(parse_home(self.database), Path):
-            check_database_path(self.database)  # before the step's Spark work, not after
+        if isinstance(self.home.home, Path):
+            check_database_path(self.home.database)  # before the step's Spark work, not after
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.staging.release()
-        self.hyper.close()
+        self.home.hyper.close()
 
     def spec_for(
         self, asset_key_path: Sequence[str], metadata: Mapping[str, Any] | None
@@ -177,7 +217,8 @@ class HyperIOManager(ConfigurableIOManager):
             return
         spec = self.spec_for(context.asset_key.path, context.definition_metadata)
         table, label = spec.table, spec.label
-        version, cap = self.hyper.default_database_version, self.hyper.max_database_version
+        hyper = self.home.hyper
+        version, cap = hyper.default_database_version, hyper.max_database_version
         stream = None if isinstance(obj, SparkDataFrame) else arrow_stream(obj)
         if isinstance(obj, SparkDataFrame):
             columns = columns_from_spark(obj.schema, label, version, cap)
@@ -199,6 +240,7 @@ class HyperIOManager(ConfigurableIOManager):
             self._window(context, spec, columns),
             add_columns=spec.add_columns,
         )
+        guard = write_guard(context, label, full_refresh=write.mode is WriteMode.REPLACE)
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
             if isinstance(obj, SparkDataFrame):
@@ -213,21 +255,23 @@ class HyperIOManager(ConfigurableIOManager):
                 transfer = {}
             loading = time.perf_counter()
             written = self._write(
-                write, staged, _range_counter(context, spec, columns), context.log
+                write, staged, range_counter(context, spec, columns), guard, context.log
             )
         result = written.result
         for note in result.notes:
             context.log.warning(note)
         context.log.info(
             f"Wrote {label} ({write.mode.value}): {result.rows_loaded} rows in "
-            f"{time.perf_counter() - started:.1f} s, into {self.database}"
+            f"{time.perf_counter() - started:.1f} s, into {self.home.database}"
         )
         counts = {"dagster/row_count": written.table_rows}
         if context.has_asset_partitions:
             counts[_partition_count_key(context)] = written.window_rows
-        _report_partition_rows(context, written.partition_rows)
+        report_partition_rows(context, written.partition_rows)
+        declared = (context.definition_metadata or {}).get("dagster/column_schema")
+        home = self.home
         context.add_output_metadata(
-            self._metadata(write, (context.definition_metadata or {}).get("dagster/column_schema"))
+            table_metadata(write, declared, home.local_path, home.uri, written.identity)
             | counts
             | {
                 "rows_loaded": result.rows_loaded,
@@ -244,26 +288,33 @@ class HyperIOManager(ConfigurableIOManager):
         self,
         write: Write,
         staged: Staged,
-        count_partitions: _PartitionCounter | None,
+        count_partitions: PartitionCounter | None,
+        guard: WriteGuard,
         log: DagsterLogManager,
-    ) -> _Written:
+    ) -> Written:
         """Makes `write` in a file of the version its columns need, counts what it left and
         compacts if that pays, in one lock hold (on an object-store home: one lease,
-        committed as the next generation)."""
+        committed as the next generation). `guard` refuses first when the file is not
+        the extract Dagster recorded (`hyper_assets.identity`)."""
         with self.home.writing() as database:
+            warning = guard.check(database, self.home.uri)
+            if warning:
+                log.warning(warning)
+            created = not database.exists()
             needed = needed_version(write.columns)
             make = partial(write_table, write=write, staged=staged)
             with (
-                file_for_write(self.hyper, database, needed) as upgraded,
+                file_for_write(self.home.hyper, database, needed) as upgraded,
                 self._recorded(write, staged, make) as (connection, result),
             ):
                 rows = count_rows(connection, write.table)
                 window_rows = count_rows(connection, write.table, write.where)
                 partition_rows = count_partitions(connection) if count_partitions else {}
             if upgraded:
-                log.info(f"Upgraded {self.database} to file format version {upgraded}")
+                log.info(f"Upgraded {self.home.database} to file format version {upgraded}")
             compacted = self._compact_if_wasteful(result.rows_deleted, log)
-        return _Written(result, rows, window_rows, partition_rows, compacted, upgraded)
+            identity = give_identity(database, created)
+        return Written(result, rows, window_rows, partition_rows, compacted, upgraded, identity)
 
     @contextmanager
     def _recorded(
@@ -277,7 +328,7 @@ class HyperIOManager(ConfigurableIOManager):
         publisher (`hyper_assets.outbox`).
         """
         outbox = Outbox(self.home.local_path)
-        with self.hyper.open(self.home.local_path) as connection:
+        with self.home.hyper.open(self.home.local_path) as connection:
             outbox.settle(connection)
             with outbox.recording(connection, write, staged) as change:
                 made = make(connection)
@@ -297,8 +348,8 @@ class HyperIOManager(ConfigurableIOManager):
         spec = self.spec_for(asset.key.path, asset.metadata_by_key.get(asset.key))
         table = spec.table
         with self.home.writing() as database:
-            with self.hyper.open(database, create=False) as connection:
-                columns = self._stored_columns(connection, table, label)
+            with self.home.hyper.open(database, create=False) as connection:
+                columns = stored_columns(connection, table, self.home.database, label)
             window = partition_window(
                 asset.partitions_def, partition_keys, spec.partition_expr, columns, spec.label
             )
@@ -322,23 +373,14 @@ class HyperIOManager(ConfigurableIOManager):
             return None
         try:
             result = compact_if_wasteful(
-                self.hyper, self.home.local_path, deleted_rows, self.auto_compact
+                self.home.hyper, self.home.local_path, deleted_rows, self.auto_compact
             )
         except (DatabaseLockedError, CompactionError) as error:
             log.warning(f"{error} (The write itself is complete.)")
             return None
         if result:
-            log.info(f"Compacted {self.database}: {result}")
+            log.info(f"Compacted {self.home.database}: {result}")
         return result
-
-    def _stored_columns(self, connection: Connection, table: TableName, asset: str) -> list[Column]:
-        catalog = Catalog(connection)
-        if not catalog.exists(table):
-            raise TableNotFoundError(
-                f"Table {table_label(table)} is not in {self.database}: materialise asset "
-                f"{asset} first."
-            )
-        return catalog.columns(table)
 
     def _window(
         self, context: OutputContext | InputContext, spec: TableSpec, columns: list[Column]
@@ -353,49 +395,46 @@ class HyperIOManager(ConfigurableIOManager):
             spec.label,
         )
 
-    def _metadata(self, write: Write, declared: object) -> dict[str, Any]:
-        """Dagster's table vocabulary: the qualified name, the file's URI, columns and keys.
-
-        Column descriptions come from the asset's own `dagster/column_schema`, if any.
-        """
-        path = self.home.local_path.absolute()
-        return {
-            "dagster/table_name": f"{path.stem}.{table_label(write.table)}",
-            "dagster/uri": MetadataValue.url(self.home.uri),
-            "dagster/column_schema": _column_schema(write, declared),
-            "dagster/storage_kind": "hyper",
-            "database": MetadataValue.path(str(path)),
-            "file_size_bytes": path.stat().st_size,
-        }
-
     def load_input(self, context: InputContext) -> object:
         upstream = context.upstream_output
-        spec = self.spec_for(context.asset_key.path, upstream and upstream.definition_metadata)
-        table, label = spec.table, spec.label
+        spec = self.spec_for(
+            context.asset_key.path, upstream.definition_metadata if upstream else None
+        )
+        label = spec.label
         wanted = input_columns(context.definition_metadata, label)
         load_python = python_loader(context.dagster_type.typing_type)
         if load_python is None:  # before the export: a session that cannot load it fails first
             session = active_session(label)
             mode = resolve_mode(self.staging_mode, session, self.staging, label)
         path = self.staging.keep("load") / "table.parquet"
-        with (
-            self.home.reading() as database,
-            self.hyper.connect(database, create=False) as connection,
-        ):
-            stored = self._stored_columns(connection, table, context.asset_key.to_user_string())
-            columns = _select(stored, wanted, label)
-            window = self._window(context, spec, stored)
-            select = ", ".join(export_sql(c) for c in columns)
-            query = f"SELECT {select} FROM {table}" + (f" WHERE {window.sql}" if window else "")
-            connection.execute_command(
-                f"COPY ({query}) TO {escape_string_literal(str(path))} WITH (FORMAT => 'parquet')"
-            )
+        recorded, defined = loaded_records(context)
+        with self.home.reading() as database:
+            found = read_identity(database)
+            require_same(found, recorded, self.home.uri, f"Loading {label}", defined)
+            columns = self._export(database, context, spec, wanted, path)
         if load_python is not None:
             return load_python(path)
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 
+    def _export(
+        self,
+        database: Path,
+        context: InputContext,
+        spec: TableSpec,
+        wanted: tuple[str, ...] | None,
+        path: Path,
+    ) -> list[Column]:
+        """Writes the `wanted` columns of the partitions `context` loads to Parquet `path`;
+        the columns written."""
+        asset = context.asset_key.to_user_string()
+        with self.home.hyper.connect(database, create=False) as connection:
+            stored = stored_columns(connection, spec.table, self.home.database, asset)
+            columns = select_columns(stored, wanted, spec.label)
+            window = self._window(context, spec, stored)
+            export_parquet(connection, spec.table, columns, window, path)
+        return columns
 
-_PartitionCounter = Callable[[Connection], dict[str, int]]
+
 _T = TypeVar("_T")
 
 
@@ -405,100 +444,8 @@ def _delete(connection: Connection, table: TableName, window: Window) -> int:
         return connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
 
 
-@dataclass(frozen=True)
-class _Written:
-    """A write's result, the table's rows after it and the rows of the window written (the
-    table's, unpartitioned), each backfilled partition's rows, the compaction it was
-    followed by and the file's upgrade it needed."""
-
-    result: WriteResult
-    table_rows: int
-    window_rows: int
-    partition_rows: dict[str, int]
-    compacted: CompactResult | None
-    upgraded: VersionUpgrade | None
-
-
-def _range_counter(
-    context: OutputContext, spec: TableSpec, columns: list[Column]
-) -> _PartitionCounter | None:
-    """Counts each partition of a backfilled range; None for one partition or none."""
-    if not context.has_asset_partitions or len(context.asset_partition_keys) == 1:
-        return None
-    return partial(
-        partition_counts,
-        table=spec.table,
-        definition=context.asset_partitions_def,
-        keys=context.asset_partition_keys,
-        partition_expr=spec.partition_expr,
-        columns=columns,
-        asset=spec.label,
-    )
-
-
-def _report_partition_rows(context: OutputContext, counts: Mapping[str, int]) -> None:
-    """Each backfilled partition's own row count, on that partition's materialisation.
-
-    Dagster takes metadata for one partition of a ranged run only through the step's
-    `add_asset_metadata(partition_key=...)`, public on the asset's context; an IO manager
-    reaches the same step as `OutputContext.step_context`, which Dagster does not mark
-    public. Hence dagster is pinned to 1.13.x, and both ends of that range are tested.
-    """
-    for key, rows in counts.items():
-        context.step_context.add_asset_metadata(
-            {"dagster/partition_row_count": rows},
-            asset_key=context.asset_key,
-            partition_key=key,
-        )
-
-
 def _partition_count_key(context: OutputContext) -> str:
     """Rows of the one partition written, or of a backfilled range of them."""
     if len(context.asset_partition_keys) == 1:
         return "dagster/partition_row_count"
     return RANGE_ROW_COUNT
-
-
-def _column_schema(write: Write, declared: object = None) -> TableSchema:
-    """The columns, NOT NULL, each column's key roles (as constraints) and description."""
-    primary = write.keys.primary_key
-    described = (
-        {c.name: c.description for c in declared.columns}
-        if isinstance(declared, TableSchema)
-        else {}
-    )
-
-    def roles(name: str) -> list[str]:
-        found = [f"primary key ({', '.join(primary)})"] if name in primary else []
-        return found + [
-            f"foreign key -> {table_label(fk.ref_table)}.{fk.ref_columns[fk.columns.index(name)]}"
-            for fk in write.keys.foreign_keys
-            if name in fk.columns
-        ]
-
-    return TableSchema(
-        columns=[
-            TableColumn(
-                c.name,
-                describe(c),
-                description=described.get(c.name),
-                constraints=TableColumnConstraints(
-                    nullable=c.nullable, unique=primary == (c.name,), other=roles(c.name)
-                ),
-            )
-            for c in write.columns
-        ]
-    )
-
-
-def _select(columns: list[Column], wanted: tuple[str, ...] | None, label: str) -> list[Column]:
-    if not wanted:
-        return columns
-    by_name = {c.name: c for c in columns}
-    missing = [w for w in wanted if w not in by_name]
-    if missing:
-        raise ConfigurationError(
-            f"Input metadata columns asks for {missing} of {label}, which has "
-            f"{list(by_name)}. Fix the names in AssetIn(metadata={{'columns': [...]}})."
-        )
-    return [by_name[w] for w in wanted]

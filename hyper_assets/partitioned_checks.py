@@ -27,18 +27,19 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 from tableauhyperapi import escape_name
 
-from hyper_assets.checks import (
+from hyper_assets.errors import ConfigurationError
+from hyper_assets.located import ExtractSource
+from hyper_assets.partitions import partition_counts, partition_window
+from hyper_assets.row_count_check import last_two_runs
+from hyper_assets.stored_table import (
     ERROR,
     WARN,
-    _columns,
-    _declared,
-    _last_two_runs,
-    _Stored,
-    _stored,
+    Stored,
+    declared,
+    open_stored,
     require_columns,
+    sql_columns,
 )
-from hyper_assets.errors import ConfigurationError
-from hyper_assets.partitions import partition_counts, partition_window
 from hyper_assets.tables import Catalog, table_label
 
 #: The column of a check's temporary copy holding the index of the row's partition.
@@ -55,7 +56,7 @@ class _Result:
 
 
 Context = dg.AssetCheckExecutionContext
-Evaluate = Callable[[Context, _Stored, dg.PartitionsDefinition, Sequence[str]], dict[str, _Result]]
+Evaluate = Callable[[Context, Stored, dg.PartitionsDefinition, Sequence[str]], dict[str, _Result]]
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,14 @@ class _PartitionedCheck:
     evaluate: Evaluate
 
     def evaluations(
-        self, context: Context, asset: dg.AssetsDefinition, io_manager_key: str
+        self, context: Context, asset: dg.AssetsDefinition, source: ExtractSource
     ) -> list[dg.AssetCheckEvaluation]:
         """One evaluation per partition of the run, each naming the partition's latest
         materialisation; the failed partitions are also logged, in one line."""
         keys = list(context.partition_keys)
         definition = self.spec.partitions_def
         assert definition is not None
-        with _stored(context, asset, io_manager_key) as stored:
+        with open_stored(context, asset, source, keys) as stored:
             results = self.evaluate(context, stored, definition, keys)
         targets = _targets(context.instance, asset.key, keys)
         failed = [key for key in keys if not results[key].passed]
@@ -101,7 +102,7 @@ class _PartitionedCheck:
 
 
 def _definition(
-    asset: dg.AssetsDefinition, checks: Sequence[_PartitionedCheck], io_manager_key: str
+    asset: dg.AssetsDefinition, checks: Sequence[_PartitionedCheck], source: ExtractSource
 ) -> dg.AssetChecksDefinition:
     """`checks` as one step (op `<asset>_hyper_checks`), as the unpartitioned checks are:
     one process, one hyperd, for all of them.
@@ -114,12 +115,12 @@ def _definition(
         specs=[c.spec for c in checks],
         name=f"{asset.key.to_python_identifier()}_hyper_checks",
         can_subset=True,
-        required_resource_keys={io_manager_key},
+        required_resource_keys={source.resource_key},
     )
     def _run(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckEvaluation]:
         for check in checks:
             if check.spec.key in context.selected_asset_check_keys:
-                yield from check.evaluations(context, asset, io_manager_key)
+                yield from check.evaluations(context, asset, source)
 
     return _run
 
@@ -164,7 +165,7 @@ def _targets(
 
 
 def _with_partition(
-    stored: _Stored,
+    stored: Stored,
     definition: dg.PartitionsDefinition,
     keys: Sequence[str],
     columns: Sequence[str],
@@ -172,7 +173,7 @@ def _with_partition(
 ) -> str:
     """A temporary copy of `columns` with each row's index in `keys` (NULL: another partition).
 
-    A copy, so Hyper's planner does not trust the table's ASSUMED keys (see `_Stored`).
+    A copy, so Hyper's planner does not trust the table's ASSUMED keys (see `Stored`).
     """
     table_columns = Catalog(stored.connection).columns(stored.table)
     expr = stored.spec.partition_expr
@@ -184,23 +185,23 @@ def _with_partition(
     copy = escape_name(f"hyper_assets_check_{name}")
     stored.connection.execute_command(f"DROP TABLE IF EXISTS {copy}")
     stored.connection.execute_command(
-        f"CREATE TEMPORARY TABLE {copy} AS (SELECT {_columns(columns)}, "
+        f"CREATE TEMPORARY TABLE {copy} AS (SELECT {sql_columns(columns)}, "
         f"CASE {cases} END AS {PARTITION} FROM {stored.table})"
     )
     return copy
 
 
-def _by_partition(stored: _Stored, sql: str, keys: Sequence[str]) -> dict[str, list[Any]]:
+def _by_partition(stored: Stored, sql: str, keys: Sequence[str]) -> dict[str, list[Any]]:
     """Rows of `sql`, which selects the partition index first, by partition key."""
     return {keys[row[0]]: list(row[1:]) for row in stored.rows(sql)}
 
 
 def _primary_key(
-    context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
+    context: Context, stored: Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
 ) -> dict[str, _Result]:
     key = stored.spec.keys.primary_key
     copy = _with_partition(stored, definition, keys, key, "primary_key")
-    cols = _columns(key)
+    cols = sql_columns(key)
     not_null = " AND ".join(f"{escape_name(k)} IS NOT NULL" for k in key)
     repeated = f"SELECT {cols} FROM {copy} WHERE {not_null} GROUP BY {cols} HAVING COUNT(*) > 1"
     counts = _by_partition(
@@ -230,7 +231,7 @@ def _primary_key(
 
 
 def _foreign_keys(
-    context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
+    context: Context, stored: Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
 ) -> dict[str, _Result]:
     orphans: dict[str, dict[str, dict[str, int]]] = {k: {} for k in keys}
     missing_tables = []
@@ -271,7 +272,7 @@ def _foreign_keys(
 
 def _not_null(columns: Sequence[str]) -> Evaluate:
     def evaluate(
-        context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
+        context: Context, stored: Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
     ) -> dict[str, _Result]:
         require_columns(stored, columns)
         copy = _with_partition(stored, definition, keys, columns, "not_null")
@@ -300,9 +301,9 @@ def _not_null(columns: Sequence[str]) -> Evaluate:
 
 def _row_count(asset: dg.AssetsDefinition, min_ratio: float) -> Evaluate:
     def evaluate(
-        context: Context, stored: _Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
+        context: Context, stored: Stored, definition: dg.PartitionsDefinition, keys: Sequence[str]
     ) -> dict[str, _Result]:
-        runs = _last_two_runs(context.instance, asset.key)
+        runs = last_two_runs(context.instance, asset.key)
         previous = runs[1].rows_per_partition if len(runs) > 1 else None
         columns = Catalog(stored.connection).columns(stored.table)
         counts = partition_counts(
@@ -349,11 +350,11 @@ def partitioned_checks(
     not_null: Sequence[str] | None,
     min_row_ratio: float | None,
     row_count_severity: dg.AssetCheckSeverity,
-    io_manager_key: str,
+    source: ExtractSource,
 ) -> list[dg.AssetChecksDefinition]:
     """The partitioned checks `build_hyper_checks` makes for a partitioned `asset`: one
     definition, one step, for all of them (none when the metadata calls for none)."""
-    keys = _declared(asset).keys
+    keys = declared(asset).keys
     checks = []
     if keys.primary_key:
         spec = _spec(
@@ -392,4 +393,4 @@ def partitioned_checks(
             f"Columns {', '.join(not_null)} hold no NULL in the partition.",
         )
         checks.append(_PartitionedCheck(spec, ERROR, _not_null(not_null)))
-    return [_definition(asset, checks, io_manager_key)] if checks else []
+    return [_definition(asset, checks, source)] if checks else []

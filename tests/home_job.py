@@ -65,8 +65,11 @@ label_check = not_null_check(sales, ["label"])
 
 
 def _pause_before(prefix: str, after_update: bool) -> None:
+    """Pauses before the first upload under `prefix` (a generation has several files), or
+    with `after_update` the first one after the server was sent an update."""
     put, update_data = obstore.put, TableauClient.update_data
     updated: list[object] = []
+    paused: list[str] = []
 
     def updating(*args, **kwargs):
         job = update_data(*args, **kwargs)
@@ -74,7 +77,8 @@ def _pause_before(prefix: str, after_update: bool) -> None:
         return job
 
     def pausing(store, key, *args, **kwargs):
-        if key.startswith(prefix) and (updated or not after_update):
+        if key.startswith(prefix) and not paused and (updated or not after_update):
+            paused.append(key)
             print(f"PAUSED {key}", flush=True)
             sys.stdin.readline()
         return put(store, key, *args, **kwargs)

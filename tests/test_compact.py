@@ -505,6 +505,7 @@ def test_a_compaction_without_disk_space_leaves_the_write_done(
     assert sorted(p.name for p in small_disk.iterdir()) == [
         "star.hyper",
         "star.hyper.deletions.json",
+        "star.hyper.identity.json",
         "star.hyper.lock",
     ]
     expected = sales_rows(date(2024, 1, 1), date(2025, 1, 1), 1)

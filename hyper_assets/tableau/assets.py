@@ -1,8 +1,10 @@
 """The publish as a Dagster op, and as an asset downstream of the tables it publishes.
 
 Both reach the `.hyper` file (its home: a path or an object store) and the Hyper settings
-through the `HyperIOManager` under `io_manager_key`, and the server through the
-`TableauServerResource` under `tableau_key`:
+through the `HyperDatabase` resource under `database_key`, or else the `HyperIOManager`
+under `io_manager_key` (`hyper_assets.located`), and the server through the
+`TableauServerResource` under `tableau_key`. The asset refuses to publish a file made anew
+since its tables were materialised (`hyper_assets.identity`):
 
     published = tableau_datasource_asset(
         datasource="Flights", project="Default", deps=[airlines, flights]
@@ -18,7 +20,8 @@ import dagster as dg
 from pydantic import Field
 
 from hyper_assets.errors import ConfigurationError, DataModelError
-from hyper_assets.io_manager import HyperIOManager
+from hyper_assets.identity import identity_metadata, latest, read_identity, require_same
+from hyper_assets.located import DEFAULT_SCHEMA, ExtractSource, Located
 from hyper_assets.spec import TableSpec
 from hyper_assets.tableau.model import data_model, describe
 from hyper_assets.tableau.publish import (
@@ -46,37 +49,44 @@ def _publish(
     config: PublishConfig,
     datasource: str,
     project: str,
-    io_manager_key: str,
+    located: Located,
     tableau_key: str,
     max_payload_bytes: int,
     lock_timeout_seconds: float,
     tables: Sequence[str] | None,
+    deps: Sequence[dg.AssetKey] = (),
 ) -> dict[str, Any]:
-    io_manager = getattr(context.resources, io_manager_key)
+    """Publishes the file; refuses first when it is not the extract the latest
+    materialisation of one of `deps` was written to."""
     tableau = getattr(context.resources, tableau_key)
-    if not isinstance(io_manager, HyperIOManager) or not isinstance(tableau, TableauServerResource):
+    if not isinstance(tableau, TableauServerResource):
         raise ConfigurationError(
-            f"Publishing {datasource!r} needs a HyperIOManager under resource key "
-            f"{io_manager_key!r} and a TableauServerResource under {tableau_key!r}; found "
-            f"{type(io_manager).__name__} and {type(tableau).__name__}."
+            f"Publishing {datasource!r} needs a TableauServerResource under resource key "
+            f"{tableau_key!r}; found a {type(tableau).__name__}."
         )
-    with io_manager.home.publishing() as (database, saved), tableau.client() as client:
-        publisher = Publisher(
-            database,
-            io_manager.hyper,
-            client,
-            datasource,
-            project,
-            max_payload_bytes=max_payload_bytes,
-            lock_timeout_seconds=lock_timeout_seconds,
-            logger=context.log,  # type: ignore[arg-type]
-            saved=saved,
-            tables=tables,
-        )
-        result = publisher.publish(full=config.full)
+    home = located.database
+    records = [r for key in deps for r in latest(context.instance, key)]
+    with home.publishing() as (database, saved):
+        identity = read_identity(database)
+        require_same(identity, records, home.uri, f"Publishing {datasource!r}", None)
+        with tableau.client() as client:
+            publisher = Publisher(
+                database,
+                home.hyper,
+                client,
+                datasource,
+                project,
+                max_payload_bytes=max_payload_bytes,
+                lock_timeout_seconds=lock_timeout_seconds,
+                logger=context.log,  # type: ignore[arg-type]
+                saved=saved,
+                tables=tables,
+            )
+            result = publisher.publish(full=config.full)
         where = Destination(tableau.server_url, tableau.site, project, datasource)
         size = database.stat().st_size
-    return publish_metadata(result, where, size)
+    recorded = identity_metadata(identity, home.uri) if identity else {}
+    return publish_metadata(result, where, size) | recorded
 
 
 @dataclass(frozen=True)
@@ -197,7 +207,9 @@ def _declared_model(
 ) -> dict[str, Any]:
     """`data_model`: the model Tableau will build from the tables' declared keys (assets of
     one-part keys in schema Extract, the IO manager's default)."""
-    specs = [TableSpec.parse(key.path, metadata, "Extract") for key, metadata in sources.items()]
+    specs = [
+        TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA) for key, metadata in sources.items()
+    ]
     if not specs:
         return {}
     try:
@@ -232,17 +244,15 @@ def _declared_lineage(tables: Mapping[dg.AssetKey, Mapping[str, Any]]) -> dict[s
 
 
 def _stored_lineage(
-    io_manager: HyperIOManager, tables: Mapping[dg.AssetKey, Mapping[str, Any]]
+    located: Located, tables: Mapping[dg.AssetKey, Mapping[str, Any]]
 ) -> dg.TableColumnLineage:
     """Lineage from the columns each table has in the file now."""
     columns: dict[dg.AssetKey, tuple[str, Sequence[str]]] = {}
-    with (
-        io_manager.home.reading() as database,
-        io_manager.hyper.connect(database, create=False) as connection,
-    ):
+    home = located.database
+    with home.reading() as database, home.hyper.connect(database, create=False) as connection:
         catalog = Catalog(connection)
         for key, metadata in tables.items():
-            table = io_manager.spec_for(key.path, metadata).table
+            table = located.spec_for(key.path, metadata).table
             if catalog.exists(table):
                 names = [c.name for c in catalog.columns(table)]
                 columns[key] = (table.name.unescaped, names)
@@ -263,7 +273,9 @@ def publish_condition(cron: str | None = None, timezone: str = "UTC") -> dg.Auto
     if cron is None:
         updated = dg.AutomationCondition.any_deps_updated().since_last_handled()
         return (updated & idle).with_label("after its tables' runs")
-    tick = dg.AutomationCondition.cron_tick_passed(cron, timezone).since_last_handled()
+    # Dagster types cron_tick_passed for assets alone, since_last_handled for assets and checks.
+    passed: dg.AutomationCondition = dg.AutomationCondition.cron_tick_passed(cron, timezone)
+    tick = passed.since_last_handled()
     return (tick & idle).with_label(f"on cron {cron} ({timezone})")
 
 
@@ -275,6 +287,7 @@ def tableau_datasource_asset(
     key: str | Sequence[str] | dg.AssetKey | None = None,
     group_name: str | None = None,
     io_manager_key: str = "io_manager",
+    database_key: str | None = None,
     tableau_key: str = "tableau",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     automation_condition: dg.AutomationCondition | None = None,
@@ -299,7 +312,13 @@ def tableau_datasource_asset(
     as too large gets it cut smaller). One publish of a data source runs at a time: a
     second waits up to `lock_timeout_seconds` for the first, then raises
     `PublishLockedError` naming it.
+
+    The file is the `HyperDatabase` resource's under `database_key` if given, else the
+    `HyperIOManager`'s under `io_manager_key`. A file whose identity is not the one the
+    latest materialisation of a table in `deps` recorded (lost and made anew) is an
+    `ExtractRecreatedError`, before anything is sent.
     """
+    source = ExtractSource(io_manager_key, database_key)
     sources = _held(_dep_metadata(deps), tables)
     declared = all(isinstance(d, dg.AssetsDefinition) for d in deps)
 
@@ -308,7 +327,7 @@ def tableau_datasource_asset(
         deps=deps,
         kinds={"tableau"},
         group_name=group_name,
-        required_resource_keys={io_manager_key, tableau_key},
+        required_resource_keys={source.resource_key, tableau_key},
         metadata={"datasource": datasource, "project": project}
         | _declared_lineage(sources)
         | (_declared_model(sources, datasource) if declared else {}),
@@ -318,19 +337,20 @@ def tableau_datasource_asset(
     def publish_datasource(
         context: dg.AssetExecutionContext, config: PublishConfig
     ) -> dg.MaterializeResult:
+        located = source.locate(context.resources, f"Publishing {datasource!r}")
         metadata = _publish(
             context.op_execution_context,
             config,
             datasource,
             project,
-            io_manager_key,
+            located,
             tableau_key,
             max_payload_bytes,
             lock_timeout_seconds,
             tables,
+            list(sources),
         )
-        io_manager = getattr(context.resources, io_manager_key)
-        lineage = _stored_lineage(io_manager, sources)
+        lineage = _stored_lineage(located, sources)
         return dg.MaterializeResult(metadata=metadata | {"dagster/column_lineage": lineage})
 
     return publish_datasource
@@ -342,6 +362,7 @@ def build_publish_op(
     project: str,
     name: str = "publish_to_tableau",
     io_manager_key: str = "io_manager",
+    database_key: str | None = None,
     tableau_key: str = "tableau",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     tables: Sequence[str] | None = None,
@@ -349,13 +370,15 @@ def build_publish_op(
 ) -> dg.OpDefinition:
     """An op that publishes the `.hyper` file (its `tables`, `max_payload_bytes` and
     `lock_timeout_seconds` as `tableau_datasource_asset` says); wire its `start` input
-    after the writes."""
+    after the writes. The file is found as by `tableau_datasource_asset`; an op has no
+    asset deps whose identity it could compare."""
+    source = ExtractSource(io_manager_key, database_key)
 
     @dg.op(
         name=name,
         ins={"start": dg.In(dg.Nothing)},
         out=dg.Out(dg.Nothing),
-        required_resource_keys={io_manager_key, tableau_key},
+        required_resource_keys={source.resource_key, tableau_key},
         tags={"dagster/kind/tableau": ""},
     )
     def publish_op(context: dg.OpExecutionContext, config: PublishConfig) -> dg.Output[None]:
@@ -364,7 +387,7 @@ def build_publish_op(
             config,
             datasource,
             project,
-            io_manager_key,
+            source.locate(context.resources, f"Publishing {datasource!r}"),
             tableau_key,
             max_payload_bytes,
             lock_timeout_seconds,
