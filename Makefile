@@ -53,6 +53,7 @@ azurite:
 test: $(STAMP) browser azurite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/pytest $(PARALLEL)
 	@$(MAKE) --no-print-directory test-lowest
 
