@@ -68,13 +68,16 @@ def build_definitions(
     spark_master: str = "local[*]",
     tableau: TableauServerResource | None = None,
     lag_cron: str = "*/15 * * * *",
+    sensor_interval: int = 30,
 ) -> Definitions:
     """The demo wired to a landing directory, a `.hyper` file, a Spark master and a server.
 
     The landing sensors start stopped: backfill the landed history first (one run for a
     partition range), then start them; they skip the days that backfill loaded. A fact run
     checks each day it wrote; after each successful one, `after_facts` publishes what
-    changed. `lag_cron` is when the published copy's lag is checked. The quality warning
+    changed. `lag_cron` is when the published copy's lag is checked; `sensor_interval` is
+    the landing sensors' and `after_facts`' minimum seconds between ticks (Dagster's
+    default, 30; the daemon test lowers it to wait less). The quality warning
     sensors show failed blocking checks and a late publish on each data source in Tableau.
     """
     dimensions_job = define_asset_job("dimensions_job", AssetSelection.groups("dimensions"))
@@ -91,6 +94,7 @@ def build_definitions(
             pattern=f"{fact.key.path[-1]}_*.parquet",
             partition_key=DAY_IN_NAME,
             checks=checks_of(fact),
+            minimum_interval_seconds=sensor_interval,
         )
         for fact in FACTS
     ]
@@ -111,6 +115,7 @@ def build_definitions(
         run_status=DagsterRunStatus.SUCCESS,
         monitored_jobs=[facts_job, *(s.job for s in landing_sensors)],
         request_job=publish_job,
+        minimum_interval_seconds=sensor_interval,
     )
     def after_facts(context: RunStatusSensorContext) -> RunRequest:
         """A fact run succeeded (its checks included): send the change to Tableau."""

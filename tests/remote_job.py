@@ -5,8 +5,9 @@ runs each step `[asset, tags]` with `dagster.materialize` (the asset's upstream,
 is loaded from the file) and prints one JSON line: per step, whether it succeeded, its error's class
 and message, its materialisation metadata, the process's peak RSS before and after, and how
 often staged files were counted (`staged_row_counts`).
-Tags: `start` / `end` (the ids), `label`, `partitions` (Spark's, default 2) and `day`
-(the partition key of `readings`).
+Tags: `start` / `end` (the ids), `label`, `partitions` (Spark's, default 2), `day`
+(the partition key of `readings`) and `staging_mode` (this step's, instead of
+STAGING_MODE: several modes share one Spark session and its executors).
 """
 
 from __future__ import annotations
@@ -112,17 +113,16 @@ def _outcome(result: Any) -> dict[str, Any]:
 def main(
     config: dict[str, str], database: str, mode: str, steps: list[list[Any]], staging: str | None
 ) -> None:
-    resources = {
-        "io_manager": HyperIOManager(
-            database=database,
-            staging_mode=mode,
-            staging_dir=staging,
-            hyper=HyperResource(default_database_version=3),  # for decimal(38)
-        ),
-        "pyspark": PySparkResource(spark_config=config),
-    }
+    pyspark = PySparkResource(spark_config=config)
     outcomes = []
     for name, tags in steps:
+        io_manager = HyperIOManager(
+            database=database,
+            staging_mode=tags.get("staging_mode", mode),
+            staging_dir=staging,
+            hyper=HyperResource(default_database_version=3),  # for decimal(38)
+        )
+        resources = {"io_manager": io_manager, "pyspark": pyspark}
         assets = [ASSETS[name], *([UPSTREAM[name]] if name in UPSTREAM else [])]
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         with staged_row_counts() as counts:

@@ -40,7 +40,10 @@ def test_the_daemon_runs_a_landed_day_and_publishes_it(
     data = tmp_path / "data"
     shutil.copytree(demo_data, data)
     (data / "spark.log").write_text("")  # what the runs' JVMs print is to land here
-    with demo_ui(data, tmp_path, env={"DEMO_LAG_CRON": "* * * * *"}) as ui:
+    # The sensors tick every 5 s rather than Dagster's 30 (the demo's test-only setting).
+    with demo_ui(
+        data, tmp_path, env={"DEMO_LAG_CRON": "* * * * *", "DEMO_SENSOR_INTERVAL": "5"}
+    ) as ui:
         before = {r["runId"] for r in ui.runs()}
         for name in (*LANDING_SENSORS, "after_facts"):
             ui.start_sensor(name)

@@ -276,16 +276,15 @@ def test_classic_session_whose_executors_cannot_see_the_staging_directory(
     _SUCCESS marker, and only the row count tells that the parts are on another disk."""
     database = tmp_path / "classic.hyper"
     ok(run("local[1]", database, [step("items", 0, 100, "old")]), mode="shared")
-    new = [step("items", 0, 300, "new")]
-    (probed,) = run(isolated_worker, database, new)
+    # One session on the isolated worker (its executors start once), one write per mode.
+    new = [step("items", 0, 300, "new", staging_mode=m) for m in ("auto", "shared", "stream")]
+    probed, written, streamed = run(isolated_worker, database, new)
     assert probed["error"] == "StagingNotSharedError", probed["message"][:3000]
     assert "do not share" in probed["message"] and "Spark Connect" in probed["message"]
     assert "Spark said: " in probed["message"], probed["message"]  # the executor, quoted
-    (written,) = run(isolated_worker, database, new, mode="shared")
     assert written["error"] == "StagingNotSharedError"
     assert "Spark wrote 300 rows of Extract.items" in written["message"]
     assert "this process sees 0 there" in written["message"]
-    (streamed,) = run(isolated_worker, database, new, mode="stream")
     assert streamed["error"] == "ConfigurationError"
     assert "needs a Spark Connect session" in streamed["message"]
     assert summary_of(hyper, database, "items") == [["old", 100, 100, 0, 99]]
