@@ -122,7 +122,7 @@ def resolve_mode(
 
 def _session_key(session: SparkSession) -> str:
     if is_connect(session):
-        return cast(ConnectSession, session).session_id
+        return cast("ConnectSession", session).session_id
     return session.sparkContext.applicationId
 
 
@@ -244,7 +244,7 @@ def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> Sta
     `toLocalIterator`; pyspark has no public API that yields Arrow batches.
     """
     counted, observation = _counted(df)
-    connect = cast(ConnectDataFrame, counted)  # the caller checked is_connect
+    connect = cast("ConnectDataFrame", counted)  # the caller checked is_connect
     client = connect.sparkSession.client
     batches = client.to_table_as_iterator(
         connect._plan.to_proto(client), connect._plan.observations

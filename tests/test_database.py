@@ -26,6 +26,7 @@ from hyper_assets import (
     HyperResource,
     PublishConfig,
     TableauServerResource,
+    TokenSignIn,
     build_hyper_checks,
     compact,
     tableau_datasource_asset,
@@ -115,7 +116,7 @@ def test_checks_and_publish_take_the_database_resource_or_the_io_manager(
         dg.instance_for_test() as instance,
     ):
         resources["tableau"] = TableauServerResource(
-            server_url=emulator.url, token_name="ci", token_secret="secret"
+            server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
         )
         first = materialize(everything, resources, instance, "carriers")
         assert first.success, failure(first)
@@ -198,7 +199,7 @@ def test_a_lost_extract_is_noticed_not_refilled_silently(tmp_path: Path, hyper: 
         dg.instance_for_test() as instance,
     ):
         tableau = TableauServerResource(
-            server_url=emulator.url, token_name="ci", token_secret="secret"
+            server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
         )
         resources = {"io_manager": HyperIOManager(database=db), "shop": db, "tableau": tableau}
 
