@@ -1,8 +1,9 @@
-"""The handlers of data sources: list, get, connections, publish, and file uploads."""
+"""The handlers of data sources: list, get, connections, download, publish, file uploads."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.model import check_model
@@ -45,6 +46,24 @@ def list_connections(api: Api, request: Request) -> Reply:
         [Node("datasource", {"id": datasource.id, "name": datasource.name})],
     )
     return Reply(200, [Node("connections", children=[connection], many=True)])
+
+
+def download(api: Api, request: Request) -> Reply:
+    """The stored `.hyper` file as it is, named in Content-Disposition as Tableau names it."""
+    if not flag({"includeExtract": "true", **request.query}, "includeExtract"):
+        raise bad_request("the emulator stores .hyper files only; download with includeExtract")
+    datasource = request.on_site.datasource(request.groups["ds"])
+    with datasource.lock:  # a file open before a later swap keeps the bytes it had
+        file = datasource.path.open("rb")
+    disposition = f'name="tableau_datasource"; {_filename(datasource.path.name)}'
+    return Reply(200, headers={"Content-Disposition": disposition}, file=file)
+
+
+def _filename(name: str) -> str:
+    """Content-Disposition's file name: quoted, or RFC 5987-encoded when not ASCII."""
+    if name.isascii():
+        return 'filename="{}"'.format(name.replace("\\", "\\\\").replace('"', '\\"'))
+    return f"filename*=UTF-8''{quote(name, safe='')}"
 
 
 def publish(api: Api, request: Request) -> Reply:

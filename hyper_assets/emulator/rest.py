@@ -1,7 +1,8 @@
 """One REST call as the handlers see it, and the query parameters several of them read.
 
 `Request` carries what the router found (path groups, the session, the site of the path);
-a handler returns a `Reply` of `Node`s, which `RequestHandler` renders as XML or JSON.
+a handler returns a `Reply` of `Node`s, which `RequestHandler` renders as XML or JSON,
+or of an open file, which it sends as it is.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.message import Message
+from typing import BinaryIO
 
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.sessions import Session
@@ -52,6 +54,7 @@ class Reply:
     nodes: list[Node] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
+    file: BinaryIO | None = None  # a file's bytes as the body instead of nodes (a download)
 
 
 def _bug(detail: str) -> RestApiError:

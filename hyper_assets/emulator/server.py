@@ -9,13 +9,15 @@ included. `RequestHandler` adapts `http.server` to `Api.handle`.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import shutil
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tableauhyperapi import Endpoint
@@ -66,6 +68,7 @@ ROUTES = [
     _route("POST", SITE + r"/datasources", api_datasources.publish, "tableau:datasources:create"),
     _route("GET", DS, api_datasources.get_datasource, READ),
     _route("GET", DS + r"/connections", api_datasources.list_connections, READ),
+    _route("GET", DS + r"/content", api_datasources.download, READ),
     _route("PATCH", DS + r"/data", api_jobs.update_data, "tableau:datasources:update"),
     _route(
         "PATCH",
@@ -198,8 +201,13 @@ class RequestHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         reply = self.api.handle(self.command, self.path, self.headers, body)
         if reply.drop:
+            if reply.file is not None:
+                reply.file.close()
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if reply.file is not None:
+            self._send_file(reply, reply.file)
             return
         as_json = "application/json" in (self.headers.get("Accept") or "").lower()
         payload = render(reply.nodes, as_json, self.api.api_version) if reply.nodes else b""
@@ -213,6 +221,17 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _send_file(self, reply: Reply, file: BinaryIO) -> None:
+        """A download's reply: the open file's bytes, copied in chunks."""
+        with file as source:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/octet-stream")
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(os.fstat(source.fileno()).st_size))
+            self.end_headers()
+            shutil.copyfileobj(source, self.wfile)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ import httpx
 from hyper_assets.errors import (
     ConfigurationError,
     TableauConnectionError,
+    TableauError,
     TableauJobError,
     TableauJobTimeoutError,
     TableauRequestError,
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 BOOTSTRAP_VERSION = "2.4"  # every server answers serverinfo here; TSC asks here too
 UPDATE_MIN_VERSION = (3, 12)  # PATCH .../data appeared in REST API 3.12 (Tableau 2021.2)
 OCTETS = "application/octet-stream"
+CHUNK_BYTES = 1 << 20  # what an unzipped .hyper is read in
 
 UploadProgress = Callable[[int, int], None]  # (bytes uploaded, file size)
 T = TypeVar("T")
@@ -140,11 +143,8 @@ class TableauClient:
         """A request under the site, signed in (again, once, on 401); `read` of its reply."""
 
         def send() -> httpx.Response:
-            if self._token is None:
-                self.sign_in()
-            path = "/".join(quote(s, safe=":") for s in ("sites", self._site_id, *segments))
-            url = f"/api/{self.api_version}/{path}"
-            auth = {"X-Tableau-Auth": self._token or "", **(headers or {})}
+            url, auth = self._signed(segments)
+            auth |= headers or {}
             return self._transport.send(method, url, repeatable=repeatable, headers=auth, **kwargs)
 
         response = send()
@@ -153,6 +153,13 @@ class TableauClient:
             self._token = None
             response = send()
         return replies.parse(response, call, read)
+
+    def _signed(self, segments: Sequence[str]) -> tuple[str, dict[str, str]]:
+        """The URL of a request under the site, and its session header (signing in first)."""
+        if self._token is None:
+            self.sign_in()
+        path = "/".join(quote(s, safe=":") for s in ("sites", self._site_id, *segments))
+        return f"/api/{self.api_version}/{path}", {"X-Tableau-Auth": self._token or ""}
 
     def _named(self, call: str, segment: str, name: str) -> Iterator[dict[str, Any]]:
         """Every item of a list endpoint named `name`, page by page."""
@@ -265,6 +272,38 @@ class TableauClient:
                 notes=None,
             )
         return source
+
+    def download_datasource(self, datasource_id: str, into: Path, *, max_bytes: int) -> Path:
+        """The data source's `.hyper` file ("Download Data Source"), streamed into the
+        directory `into`: the file the server sends, or the one its `.tdsx` holds.
+
+        A file larger than `max_bytes`, or a `.tdsx` holding no `.hyper`, is a `TableauError`.
+        """
+        call = f"download of data source {datasource_id}"
+        download = into / "download"
+        for attempt in (1, 2):
+            url, auth = self._signed(["datasources", datasource_id, "content"])
+            params = {"includeExtract": "true"}
+            reply = self._transport.send(
+                "GET", url, repeatable=True, stream=True, params=params, headers=auth
+            )
+            try:
+                if reply.status_code == 401 and attempt == 1:
+                    log.info("Tableau session expired or was ended; signing in again")
+                    self._token = None
+                    continue
+                if not reply.is_success:
+                    reply.read()
+                    replies.parse(reply, call, lambda _: None)  # raises Tableau's error
+                _save(reply.iter_bytes(), download, max_bytes, call)
+                break
+            except httpx.TransportError as err:
+                raise TableauConnectionError(
+                    f"Tableau {call} failed: {err!r}", maybe_applied=False
+                ) from err
+            finally:
+                reply.close()
+        return _extract_of(download, into / "server.hyper", max_bytes, call)
 
     # --- uploads, data updates and jobs -------------------------------------------------------
 
@@ -397,3 +436,30 @@ class TableauClient:
             time.sleep(delay)
             delay = min(delay * 1.5, settings.job_poll_max_seconds)
         return jobs.succeeded(job, self.jobs_page, advice)
+
+
+def _save(chunks: Iterator[bytes], path: Path, max_bytes: int, call: str) -> None:
+    """Write `chunks` to `path`, refusing past `max_bytes`."""
+    size = 0
+    with path.open("wb") as out:
+        for chunk in chunks:
+            size += len(chunk)
+            if size > max_bytes:
+                raise TableauError(
+                    f"Tableau {call}: the file is larger than {max_bytes} bytes; not downloaded."
+                )
+            out.write(chunk)
+
+
+def _extract_of(download: Path, hyper: Path, max_bytes: int, call: str) -> Path:
+    """The `.hyper` file at `hyper`: `download` itself, or the one the `.tdsx` zip holds."""
+    if not zipfile.is_zipfile(download):
+        return download.replace(hyper)
+    with zipfile.ZipFile(download) as tdsx:
+        members = [m for m in tdsx.infolist() if m.filename.lower().endswith(".hyper")]
+        if len(members) != 1:
+            raise TableauError(f"Tableau {call}: the .tdsx holds {len(members)} .hyper files.")
+        with tdsx.open(members[0]) as source:
+            _save(iter(lambda: source.read(CHUNK_BYTES), b""), hyper, max_bytes, call)
+    download.unlink()
+    return hyper

@@ -65,6 +65,7 @@ from hyper_assets.tableau.plan import (
 from hyper_assets.tableau.progress import upload_progress
 from hyper_assets.tableau.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS, publishing
 from hyper_assets.tableau.sending import BatchSender
+from hyper_assets.tableau.server_rows import count_tables, rows_at_stake, server_rows
 from hyper_assets.tableau.shape import fingerprint, forced_reason, shape_reason
 from hyper_assets.tableau.subset import write_subset
 from hyper_assets.tables import Catalog, table_label
@@ -171,8 +172,8 @@ class Publisher:
         if existing is not None and not ours and not full and not resuming_full:
             raise PublishError(
                 f"Data source {self.datasource!r} in project {self.project!r} exists but was "
-                f"not published from {self.database}. Publish with full=True to overwrite it, "
-                "or pick another data source name."
+                f"not published from {self.database}: {self._rows_at_stake(existing)} Publish "
+                "with full=True to overwrite it, or pick another data source name."
             )
         sent: list[tuple[Plan, list[Job]]] = []
         if resumed is not None:
@@ -190,6 +191,13 @@ class Publisher:
         if new is not None:
             sent.append(self._send(new, project_id))
         return self._result(sent, time.perf_counter() - started, project_id, existing)
+
+    def _rows_at_stake(self, existing: DataSource) -> str:
+        """The rows of the server's copy against those of the file, per table."""
+        with self.hyper.lock(self.database), self.hyper.open(self.database, create=False) as db:
+            local = count_tables(db, held_tables(Catalog(db), self.tables, self.datasource))
+        server = server_rows(self.client, self.hyper, existing.id, self.database.parent)
+        return rows_at_stake(server, local)
 
     def _state(self) -> PublishState | None:
         return read_state(self._state_path)

@@ -73,11 +73,15 @@ class Transport:
         )
         self.policy = policy
 
-    def send(self, method: str, url: str, *, repeatable: bool, **kwargs: Any) -> httpx.Response:
+    def send(
+        self, method: str, url: str, *, repeatable: bool, stream: bool = False, **kwargs: Any
+    ) -> httpx.Response:
+        """The reply; with `stream`, its body is unread, and the caller closes the reply."""
         started, retry = time.monotonic(), 0
         while True:
             try:
-                response = self.http.request(method, url, **kwargs)
+                request = self.http.build_request(method, url, **kwargs)
+                response = self.http.send(request, stream=stream)
             except httpx.TransportError as err:
                 unsent = isinstance(err, UNSENT)
                 what = f"{method} {url} failed: {err!r}"
@@ -98,6 +102,7 @@ class Transport:
                 what = f"{method} {url} answered {status}"
                 if not retryable or not self._wait(retry, started, _retry_after(response), what):
                     return response
+                response.close()
             retry += 1
 
     def close(self) -> None:
