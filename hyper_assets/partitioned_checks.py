@@ -74,7 +74,11 @@ class _PartitionedCheck:
         materialisation; the failed partitions are also logged, in one line."""
         keys = list(context.partition_keys)
         definition = self.spec.partitions_def
-        assert definition is not None
+        if definition is None:  # partitioned_checks builds specs of partitioned assets only
+            raise ConfigurationError(
+                f"Check {self.spec.name} of {self.spec.asset_key.to_user_string()} is a "
+                "partitioned check of an asset without partitions: use partitioned=False."
+            )
         with open_stored(context, asset, source, keys) as stored:
             results = self.evaluate(context, stored, definition, keys)
         targets = _targets(context.instance, asset.key, keys)

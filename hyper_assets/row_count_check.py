@@ -46,7 +46,8 @@ def last_two_runs(instance: dg.DagsterInstance, key: dg.AssetKey) -> list[_Run]:
 
 
 def _run(records: list[dg.EventLogRecord]) -> _Run:
-    metadata = records[0].asset_materialization.metadata  # type: ignore[union-attr]
+    materialization = records[0].asset_materialization
+    metadata = materialization.metadata if materialization else {}
     rows = next((metadata[k].value for k in _ROW_COUNT_KEYS if k in metadata), None)
     partitions = tuple(sorted({r.partition_key for r in records}, key=str))
     return _Run(records[0].run_id, partitions, rows if isinstance(rows, int) else None)

@@ -137,6 +137,7 @@ class S3Home:
                 self.bucket,
                 prefix=self.prefix,
                 client_options={"allow_http": (endpoint or "").startswith("http://")},
+                # obstore types each option as its own keyword; unset ones are left out
                 **{k: v for k, v in options.items() if v},  # type: ignore[arg-type]
             )
 
@@ -171,6 +172,7 @@ class AzureHome:
                 self.container,
                 prefix=self.prefix,
                 client_options={"allow_http": (endpoint or "").startswith("http://")},
+                # obstore types each option as its own keyword; unset ones are left out
                 **{k: v for k, v in options.items() if v},  # type: ignore[arg-type]
             )
 

@@ -78,7 +78,7 @@ def _publish(
                 project,
                 max_payload_bytes=max_payload_bytes,
                 lock_timeout_seconds=lock_timeout_seconds,
-                logger=context.log,  # type: ignore[arg-type]
+                logger=context.log,
                 saved=saved,
                 tables=tables,
             )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import time
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,13 +28,13 @@ import httpx
 from hyper_assets.errors import (
     ConfigurationError,
     TableauConnectionError,
-    TableauError,
     TableauJobError,
     TableauJobTimeoutError,
     TableauRequestError,
 )
 from hyper_assets.tableau import jobs, replies
 from hyper_assets.tableau.actions import Action, batch_to_json
+from hyper_assets.tableau.downloads import extract_hyper, save_within
 from hyper_assets.tableau.projects import match_project
 from hyper_assets.tableau.replies import DataSource, Job, Project
 from hyper_assets.tableau.settings import ClientSettings
@@ -48,7 +47,6 @@ log = logging.getLogger(__name__)
 BOOTSTRAP_VERSION = "2.4"  # every server answers serverinfo here; TSC asks here too
 UPDATE_MIN_VERSION = (3, 12)  # PATCH .../data appeared in REST API 3.12 (Tableau 2021.2)
 OCTETS = "application/octet-stream"
-CHUNK_BYTES = 1 << 20  # what an unzipped .hyper is read in
 
 UploadProgress = Callable[[int, int], None]  # (bytes uploaded, file size)
 T = TypeVar("T")
@@ -295,7 +293,7 @@ class TableauClient:
                 if not reply.is_success:
                     reply.read()
                     replies.parse(reply, call, lambda _: None)  # raises Tableau's error
-                _save(reply.iter_bytes(), download, max_bytes, call)
+                save_within(reply.iter_bytes(), download, max_bytes, call)
                 break
             except httpx.TransportError as err:
                 raise TableauConnectionError(
@@ -303,7 +301,7 @@ class TableauClient:
                 ) from err
             finally:
                 reply.close()
-        return _extract_of(download, into / "server.hyper", max_bytes, call)
+        return extract_hyper(download, into / "server.hyper", max_bytes, call)
 
     # --- uploads, data updates and jobs -------------------------------------------------------
 
@@ -436,30 +434,3 @@ class TableauClient:
             time.sleep(delay)
             delay = min(delay * 1.5, settings.job_poll_max_seconds)
         return jobs.succeeded(job, self.jobs_page, advice)
-
-
-def _save(chunks: Iterator[bytes], path: Path, max_bytes: int, call: str) -> None:
-    """Write `chunks` to `path`, refusing past `max_bytes`."""
-    size = 0
-    with path.open("wb") as out:
-        for chunk in chunks:
-            size += len(chunk)
-            if size > max_bytes:
-                raise TableauError(
-                    f"Tableau {call}: the file is larger than {max_bytes} bytes; not downloaded."
-                )
-            out.write(chunk)
-
-
-def _extract_of(download: Path, hyper: Path, max_bytes: int, call: str) -> Path:
-    """The `.hyper` file at `hyper`: `download` itself, or the one the `.tdsx` zip holds."""
-    if not zipfile.is_zipfile(download):
-        return download.replace(hyper)
-    with zipfile.ZipFile(download) as tdsx:
-        members = [m for m in tdsx.infolist() if m.filename.lower().endswith(".hyper")]
-        if len(members) != 1:
-            raise TableauError(f"Tableau {call}: the .tdsx holds {len(members)} .hyper files.")
-        with tdsx.open(members[0]) as source:
-            _save(iter(lambda: source.read(CHUNK_BYTES), b""), hyper, max_bytes, call)
-    download.unlink()
-    return hyper
