@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
 import obstore
-from dagster import Config, EnvVar
+from dagster import Config
 from obstore.exceptions import PreconditionError
 from obstore.store import AzureStore, LocalStore, ObjectStore, S3Store
 from pydantic import Field
 
+from hyper_assets._env import plain
 from hyper_assets.errors import ConfigurationError, UnsupportedHomeError
 from hyper_assets.generations import store_errors
 
@@ -124,13 +125,13 @@ class S3Home:
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store; nothing is sent yet."""
         given = _settings(credentials, self).s3 or S3Settings()
-        endpoint = _plain(given.endpoint_url, "s3.endpoint_url") or _first_set(_S3_ENDPOINTS)
+        endpoint = plain(given.endpoint_url, "s3.endpoint_url") or _first_set(_S3_ENDPOINTS)
         options = {
             "endpoint": endpoint,
-            "region": _plain(given.region, "s3.region"),
-            "access_key_id": _plain(given.access_key_id, "s3.access_key_id"),
-            "secret_access_key": _plain(given.secret_access_key, "s3.secret_access_key"),
-            "token": _plain(given.session_token, "s3.session_token"),
+            "region": plain(given.region, "s3.region"),
+            "access_key_id": plain(given.access_key_id, "s3.access_key_id"),
+            "secret_access_key": plain(given.secret_access_key, "s3.secret_access_key"),
+            "token": plain(given.session_token, "s3.session_token"),
         }
         with store_errors(self.uri):
             return S3Store(
@@ -160,11 +161,11 @@ class AzureHome:
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store; nothing is sent yet."""
         given = _settings(credentials, self).azure or AzureSettings()
-        endpoint = _plain(given.endpoint, "azure.endpoint") or _first_set(_AZURE_ENDPOINTS)
+        endpoint = plain(given.endpoint, "azure.endpoint") or _first_set(_AZURE_ENDPOINTS)
         options = {
-            "account_name": self.account or _plain(given.account_name, "azure.account_name"),
-            "account_key": _plain(given.account_key, "azure.account_key"),
-            "sas_key": _plain(given.sas_token, "azure.sas_token"),
+            "account_name": self.account or plain(given.account_name, "azure.account_name"),
+            "account_key": plain(given.account_key, "azure.account_key"),
+            "sas_key": plain(given.sas_token, "azure.sas_token"),
             "endpoint": endpoint,
         }
         with store_errors(self.uri):
@@ -294,15 +295,3 @@ def _settings(credentials: StoreCredentials | None, home: StoreHome) -> StoreCre
 
 def _first_set(variables: tuple[str, ...]) -> str | None:
     return next((os.environ[v] for v in variables if os.environ.get(v)), None)
-
-
-def _plain(secret: str | None, what: str) -> str | None:
-    """The setting's value; an `EnvVar` used outside a Dagster run is read from the
-    environment (the error names the variable, never a value)."""
-    if not isinstance(secret, EnvVar):
-        return secret
-    if not (value := secret.get_value()):
-        raise ConfigurationError(
-            f"The environment variable {secret.env_var_name} ({what}) is not set."
-        )
-    return value

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from dagster import Config, ConfigurableResource, EnvVar
+from dagster import Config, ConfigurableResource
 from pydantic import Field, model_validator
 
+from hyper_assets._env import plain
 from hyper_assets._files import MEGABYTE
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.tableau.client import TableauClient
@@ -55,7 +56,7 @@ class TokenSignIn(Config):
 
     def credentials(self) -> TokenCredentials:
         return TokenCredentials(
-            _plain(self.name, "the token name"), _plain(self.secret, "the token secret")
+            plain(self.name, "the token name"), plain(self.secret, "the token secret")
         )
 
 
@@ -78,10 +79,10 @@ class ConnectedAppSignIn(Config):
 
     def credentials(self) -> ConnectedAppCredentials:
         return ConnectedAppCredentials(
-            _plain(self.client_id, "the connected app's client id"),
-            _plain(self.secret_id, "the connected app's secret id"),
-            _plain(self.secret_value, "the connected app's secret value"),
-            _plain(self.username, "the connected app's username"),
+            plain(self.client_id, "the connected app's client id"),
+            plain(self.secret_id, "the connected app's secret id"),
+            plain(self.secret_value, "the connected app's secret value"),
+            plain(self.username, "the connected app's username"),
             tuple(self.scopes),
         )
 
@@ -172,14 +173,3 @@ class TableauServerResource(ConfigurableResource):
     def client(self) -> TableauClient:
         """A new client; use it as a context manager so it signs out and closes."""
         return TableauClient(self.settings())
-
-
-def _plain(secret: str, what: str) -> str:
-    """The secret; an `EnvVar` used outside a Dagster run is read from the environment."""
-    if not isinstance(secret, EnvVar):
-        return secret
-    if not (value := secret.get_value()):
-        raise ConfigurationError(
-            f"The environment variable {secret.env_var_name} ({what}) is not set."
-        )
-    return value
