@@ -16,6 +16,20 @@ from contextlib import contextmanager
 from email.utils import formatdate
 from pathlib import Path
 
+
+@contextmanager
+def moto_server() -> Iterator[tuple[str, int]]:
+    """moto's S3 server on a free loopback port; yields its (host, port)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        yield server.get_host_and_port()
+    finally:
+        server.stop()
+
+
 #: Azurite's well-known development account (public: it is in Microsoft's docs).
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = (

@@ -24,6 +24,7 @@ import pytest
 from cluster import REPOSITORY, can_unshare, private_mounts
 from dagster import DailyPartitionsDefinition, asset, materialize
 from helpers import query
+from object_stores import moto_server
 
 from hyper_assets import (
     HyperIOManager,
@@ -53,23 +54,18 @@ from hyper_assets.stores import S3Home, StoreHome
 @pytest.fixture(scope="module")
 def moto_s3() -> Iterator[str]:
     """moto's S3 server on loopback, reached through the standard AWS environment."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    saved = dict(os.environ)
-    os.environ.update(
-        AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test-secret",
-        AWS_REGION="us-east-1",
-    )
-    yield endpoint
-    os.environ.clear()
-    os.environ.update(saved)
-    server.stop()
+    with moto_server() as (host, port):
+        endpoint = f"http://{host}:{port}"
+        saved = dict(os.environ)
+        os.environ.update(
+            AWS_ENDPOINT_URL=endpoint,
+            AWS_ACCESS_KEY_ID="test",
+            AWS_SECRET_ACCESS_KEY="test-secret",
+            AWS_REGION="us-east-1",
+        )
+        yield endpoint
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture

@@ -21,7 +21,14 @@ import pyarrow as pa
 import pytest
 from dagster import DagsterInstance, EnvVar, asset, materialize
 from helpers import query
-from object_stores import AZURITE_ACCOUNT, AZURITE_KEY, azurite, azurite_version, create_container
+from object_stores import (
+    AZURITE_ACCOUNT,
+    AZURITE_KEY,
+    azurite,
+    azurite_version,
+    create_container,
+    moto_server,
+)
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
 from hyper_assets import HyperIOManager, UnsupportedHomeError
@@ -49,13 +56,8 @@ SECRET = "not-a-real-secret-5f3c9a"
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with moto_server() as (host, port):
+        yield f"http://{host}:{port}"
 
 
 @pytest.fixture(scope="module")

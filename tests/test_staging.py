@@ -15,6 +15,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from helpers import query
+from object_stores import moto_server
 from tableauhyperapi import Connection, CreateMode
 
 from hyper_assets import HyperIOManager
@@ -44,11 +45,12 @@ SECRET = "s3cr3t-value-never-shown"
 @pytest.fixture(scope="module")
 def s3() -> Iterator[S3Staging]:
     """moto's S3 server on loopback, with one bucket."""
-    from moto.server import ThreadedMotoServer
+    with moto_server() as (host, port):
+        yield _staging(host, port)
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+
+def _staging(host: str, port: int) -> S3Staging:
+    """S3 staging options for moto at `host:port`, with its bucket created."""
     options = S3Staging(
         access_key_id="test",
         secret_access_key=SECRET,
@@ -64,8 +66,7 @@ def s3() -> Iterator[S3Staging]:
         allow_bucket_creation=True,
     )
     filesystem.create_dir("staging-bucket")
-    yield options
-    server.stop()
+    return options
 
 
 def store(area: StagingArea) -> pafs.FileSystem:
