@@ -45,13 +45,14 @@ HyperAssetsError
 │   └── TableauJobTimeoutError      a job still running when the wait ended
 └── PublishError                    a publish could not finish; nothing unsent is lost
     ├── PublishLockedError          another publish of the file held it too long
-    └── DataModelError              tables that are not one star, which Tableau refuses
+    ├── DataModelError              tables that are not one star, which Tableau refuses
+    └── PayloadFileError            Hyper failed writing a payload file (a HyperFileError too)
 
-Hyper's own `HyperException` is mapped into `HyperFileError` and its subclasses in one
-place, `hyper_assets._hyper_errors`. The emulator's errors are server-side code and live
-in `hyper_assets.emulator.errors`: `RestApiError` (a reply with this status; no client
-error derives from it), and `EmulatorConfigError` and `ActionBatchError`, which are
-`HyperAssetsError`s too.
+Hyper's own `HyperException` is mapped into `HyperFileError` and its subclasses (among
+them `PayloadFileError`) in one place, `hyper_assets._hyper_errors`. The emulator's errors
+are server-side code and live in `hyper_assets.emulator.errors`: `RestApiError` (a reply
+with this status; no client error derives from it), and `EmulatorConfigError` and
+`ActionBatchError`, which are `HyperAssetsError`s too.
 """
 
 from __future__ import annotations
@@ -340,3 +341,8 @@ class DataModelError(PublishError):
         super().__init__(message)
         self.facts = facts
         self.unreachable = unreachable
+
+
+class PayloadFileError(PublishError, HyperFileError):
+    """Hyper failed writing a payload file of a publish (`file`): nothing was sent, and the
+    outbox keeps every change."""

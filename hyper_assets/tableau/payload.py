@@ -4,22 +4,23 @@ Each step's rows go first to a file of their own, read from the local file (atta
 read-only) and the outbox's captured rows; a file above the limit is split into parts
 of about equal row counts; consecutive parts are then packed into batches under the
 limit, one payload file per batch. Each part's actions read its own payload tables
-(`step_actions`). Hyper's errors writing them are `PublishError`s naming the file.
+(`step_actions`). Hyper's errors writing them are `PayloadFileError`s naming the file.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tableauhyperapi import Connection, Endpoint, HyperException, TableName, escape_name
+from tableauhyperapi import Connection, Endpoint, TableName, escape_name
 
 from hyper_assets._files import file_size, set_mode
+from hyper_assets._hyper_errors import hyper_errors
 from hyper_assets._sql import attach, count_rows, detach
-from hyper_assets.errors import PublishError
+from hyper_assets.errors import PayloadFileError
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.tableau.actions import Action, And, Delete, Eq, Insert, Replace
 from hyper_assets.tableau.changes import Step
@@ -89,17 +90,15 @@ def step_actions(step: Step, source: str | None, first: bool) -> list[Action]:
     return actions
 
 
-@contextmanager
-def _writing(path: Path, what: str) -> Iterator[None]:
-    """Hyper's errors while writing payload file `path` (of `what`) as a `PublishError`."""
-    try:
-        yield
-    except HyperException as error:
-        raise PublishError(
-            f"Writing the payload file {path} ({what}) failed in Hyper: "
-            f"{error.main_message or error}. Nothing was sent; the outbox keeps the changes. "
-            "Free space there, or fix what Hyper says, and publish again."
-        ) from error
+def _writing(path: Path, what: str) -> AbstractContextManager[None]:
+    """The boundary of writing payload file `path` (of `what`): Hyper's errors in it are
+    `PayloadFileError`s naming the file."""
+    return hyper_errors(
+        file=path,
+        otherwise=PayloadFileError,
+        advice=f"Writing this payload file ({what}) failed: nothing was sent, and the outbox "
+        "keeps the changes. Free space there, or fix what Hyper says, and publish again.",
+    )
 
 
 def _new_file(connection: Connection, path: Path, alias: str) -> None:
@@ -122,22 +121,24 @@ def build_parts(
     The caller holds the database's lock, so the rows match the recorded changes.
     """
     parts: list[Part] = []
-    with Connection(endpoint) as connection:
+    with hyper_errors(file=database), Connection(endpoint) as connection:
         attach(connection, database, _LOCAL, read_only=True)
         for index, step in enumerate(steps):
-            with _writing(
-                directory / f"step-{index:04d}.hyper", f"rows of {table_label(step.table)}"
-            ):
+            with _writing(_step_path(directory, index), f"rows of {table_label(step.table)}"):
                 part = _step_part(connection, outbox, step, directory, index)
                 parts += _split(connection, part, max_bytes)
     return parts
+
+
+def _step_path(directory: Path, index: int) -> Path:
+    return directory / f"step-{index:04d}.hyper"
 
 
 def _step_part(
     connection: Connection, outbox: Outbox, step: Step, directory: Path, index: int
 ) -> Part:
     name = f"{index:04d}_{step.table.name.unescaped}"
-    path = directory / f"step-{index:04d}.hyper"
+    path = _step_path(directory, index)
     target = TableName(_PART, PAYLOAD_SCHEMA, name)
     local = TableName(_LOCAL, step.table.schema_name.name.unescaped, step.table.name.unescaped)
     _new_file(connection, path, _PART)
@@ -241,7 +242,7 @@ def write_batch(endpoint: Endpoint, parts: Sequence[Part], path: Path) -> Path |
         files[0][0].replace(path)
         set_mode(path)
         return path
-    with Connection(endpoint) as connection, _writing(path, "a batch's tables"):
+    with _writing(path, "a batch's tables"), Connection(endpoint) as connection:
         _new_file(connection, path, "batch")
         for part_path, tables in files:
             attach(connection, part_path, _PART, read_only=True)
@@ -305,7 +306,7 @@ def split_batch(
     if payload is None:
         return [Piece(None, group, 0, unit) for unit, group in enumerate(groups)]
     pieces: list[Piece] = []
-    with Connection(endpoint) as connection, _writing(payload, "cut into smaller batches"):
+    with _writing(payload, "cut into smaller batches"), Connection(endpoint) as connection:
         attach(connection, payload, _SOURCE, read_only=True)
         for number, group in enumerate(groups):
             path = payload.with_name(f"{payload.stem}-{number:03d}.hyper")
