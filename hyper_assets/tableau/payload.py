@@ -143,16 +143,17 @@ def _step_part(
     local = TableName(_LOCAL, step.table.schema_name.name.unescaped, step.table.name.unescaped)
     _new_file(connection, path, _PART)
     if step.kind == "insert":
-        _copy_captured(connection, outbox, step, target)
+        _gather_captured(connection, outbox, step, target)
     elif step.kind == "upsert":
-        keys = "hyper_assets_keys"
-        _union_captured(connection, outbox, step, keys)
+        keys = TableName("hyper_assets_keys")
+        names = ", ".join(escape_name(k) for k in step.key)
+        _gather_captured(connection, outbox, step, keys, names, temporary=True)
         match = " AND ".join(f"t.{escape_name(k)} = k.{escape_name(k)}" for k in step.key)
         connection.execute_command(
             f"CREATE TABLE {target} AS (SELECT t.* FROM {local} AS t WHERE EXISTS "
-            f"(SELECT 1 FROM {escape_name(keys)} AS k WHERE {match}))"
+            f"(SELECT 1 FROM {keys} AS k WHERE {match}))"
         )
-        connection.execute_command(f"DROP TABLE {escape_name(keys)}")
+        connection.execute_command(f"DROP TABLE {keys}")
     else:
         where = f" WHERE {step.window.sql}" if step.window else ""
         connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {local}{where})")
@@ -173,33 +174,33 @@ def _finish_part(connection: Connection, step: Step, rows: TableName) -> int:
     return count_rows(connection, rows)
 
 
-def _copy_captured(connection: Connection, outbox: Outbox, step: Step, target: TableName) -> None:
-    """The appended rows of every change of `step`, one captured file at a time."""
+def _gather_captured(
+    connection: Connection,
+    outbox: Outbox,
+    step: Step,
+    target: TableName,
+    columns: str = "",
+    *,
+    temporary: bool = False,
+) -> None:
+    """The captured rows (an append's) or keys (an upsert's) of every change of `step`, one
+    captured file at a time, in new table `target`: `columns` of them, or the first file's.
+    """
+    source = TableName(_SOURCE, CAPTURED.schema_name, CAPTURED.name)
     for number, change in enumerate(step.changes):
-        attach(connection, outbox.rows_path(change), _SOURCE, read_only=True)
-        source = TableName(_SOURCE, CAPTURED.schema_name, CAPTURED.name)
+        captured = outbox.rows_path(change)
+        with hyper_errors(file=captured):
+            attach(connection, captured, _SOURCE, read_only=True)
         if number == 0:
-            connection.execute_command(f"CREATE TABLE {target} AS (SELECT * FROM {source})")
-        else:
-            definition = connection.catalog.get_table_definition(target)
-            names = ", ".join(escape_name(c.name.unescaped) for c in definition.columns)
+            kind = "TEMPORARY TABLE" if temporary else "TABLE"
             connection.execute_command(
-                f"INSERT INTO {target} ({names}) SELECT {names} FROM {source}"
+                f"CREATE {kind} {target} AS (SELECT {columns or '*'} FROM {source})"
             )
-        detach(connection, _SOURCE)
-
-
-def _union_captured(connection: Connection, outbox: Outbox, step: Step, keys: str) -> None:
-    """The upserted keys of every change of `step` in temporary table `keys`."""
-    names = ", ".join(escape_name(k) for k in step.key)
-    for number, change in enumerate(step.changes):
-        attach(connection, outbox.rows_path(change), _SOURCE, read_only=True)
-        source = TableName(_SOURCE, CAPTURED.schema_name, CAPTURED.name)
-        select = f"SELECT {names} FROM {source}"
-        if number == 0:
-            connection.execute_command(f"CREATE TEMPORARY TABLE {escape_name(keys)} AS ({select})")
+            columns = columns or _column_list(connection, target)
         else:
-            connection.execute_command(f"INSERT INTO {escape_name(keys)} {select}")
+            connection.execute_command(
+                f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {source}"
+            )
         detach(connection, _SOURCE)
 
 

@@ -1,11 +1,12 @@
-"""Payload files, written by a real hyperd from changes the IO manager recorded: a payload
-file Hyper cannot write is a `PayloadFileError` naming it, with the local file and the
-outbox unchanged."""
+"""Payload files, written by a real hyperd from changes the IO manager recorded: every
+captured file of a step is gathered, and a payload file Hyper cannot write is a
+`PayloadFileError` naming it, with the local file and the outbox unchanged."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pyarrow as pa
@@ -87,6 +88,27 @@ def shop(tmp_path: Path, hyper: SharedHyper) -> Shop:
     write(stock([(3, 31), (4, 40)]))
     io_manager.hyper.close()
     return Shop(database, hyper)
+
+
+def test_every_captured_file_of_a_step_is_gathered(shop: Shop, hyper_files: Any, tmp_path: Path):
+    """Each step has two captured files: the second append's columns come in another order,
+    the second upsert's keys overlap the first's."""
+    directory = tmp_path / "payload"
+    directory.mkdir()
+    steps = shop.steps()
+    assert [(s.kind, len(s.changes)) for s in steps] == [("insert", 2), ("upsert", 2)]
+    appended, upserted = build_parts(
+        shop.hyper.endpoint, shop.database, shop.outbox, steps, directory, 2**20
+    )
+    assert appended.path and upserted.path
+    assert hyper_files.read(appended.path) == {
+        "payload.0000_events": [(2, "event 2"), (3, "event 3"), (4, "event 4")]
+    }
+    assert (appended.rows, upserted.rows) == (3, 3)
+    assert hyper_files.read(upserted.path) == {  # the table's current rows for those keys
+        "payload.0001_stock": [(2, 21), (3, 31), (4, 40)],
+        "payload.0001_stock_keys": [(2,), (3,), (4,)],
+    }
 
 
 def test_a_payload_file_hyper_cannot_write_is_named_and_changes_nothing(shop: Shop, tmp_path: Path):
