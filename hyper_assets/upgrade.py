@@ -26,6 +26,7 @@ from pathlib import Path
 from tableauhyperapi import Connection, escape_name
 
 from hyper_assets._files import fsync_path
+from hyper_assets._hyper_errors import hyper_errors
 from hyper_assets.compaction import compact_locked, file_version
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.home import HyperDatabase
@@ -117,7 +118,9 @@ def _version(hyper: HyperResource, path: Path) -> int:
 
 
 def _create(hyper: HyperResource, path: Path, version: int) -> None:
-    with Connection(hyper.shared.endpoint) as connection:
+    """An empty `.hyper` at `path`; Hyper's refusal is a `HyperFileError` naming it."""
+    created = hyper_errors(file=path, advice="Nothing was written.")
+    with created, Connection(hyper.shared.endpoint) as connection:
         connection.execute_command(
             f"CREATE DATABASE IF NOT EXISTS {escape_name(str(path))} WITH VERSION {version}"
         )

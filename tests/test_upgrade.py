@@ -9,17 +9,19 @@ from pathlib import Path
 
 import pytest
 from helpers import query, table_rows
-from tableauhyperapi import Connection, CreateMode, TableName
+from tableauhyperapi import Connection, CreateMode, HyperException, TableName
 
 from hyper_assets import (
     ConfigurationError,
     DatabaseLockedError,
+    HyperFileError,
     HyperResource,
     VersionUpgrade,
     upgrade_database,
 )
 from hyper_assets.process import SharedHyper
 from hyper_assets.tables import Catalog
+from hyper_assets.upgrade import file_for_write
 
 
 def version_of(hyper: SharedHyper, database: Path) -> int:
@@ -81,6 +83,25 @@ def test_upgrade_waits_for_the_lock_and_changes_nothing_without_it(star: Path, t
     with holder.lock(star), pytest.raises(DatabaseLockedError):
         upgrade_database(star, 3, hyper=waiting)
     assert digest(star) == before
+
+
+def test_a_file_that_cannot_be_created_is_named(tmp_path: Path):
+    """A missing file is created before a write: Hyper's refusal names it (a path under a
+    regular file, which no user may create)."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a regular file")
+    database = blocker / "shop.hyper"
+    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    try:
+        with pytest.raises(HyperFileError) as caught, file_for_write(resource, database, 2):
+            pytest.fail("the block runs only once the file exists")
+    finally:
+        resource.close()
+    assert caught.value.file == str(database)
+    assert str(caught.value).startswith(f"{database}: Hyper said: ")
+    assert str(caught.value).endswith("Nothing was written.")
+    assert isinstance(caught.value.__cause__, HyperException)
+    assert blocker.read_text() == "a regular file"
 
 
 def test_a_version_hyper_does_not_write_is_refused(star: Path):
