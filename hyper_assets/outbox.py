@@ -25,28 +25,25 @@ does not know is refused with `UnknownFormatVersionError`; one without it is ver
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tableauhyperapi import Connection, HyperException, TableName, escape_name
 
-from hyper_assets._files import fsync_path, write_json
+from hyper_assets._files import fsync_path, read_json, write_json
 from hyper_assets._sql import attach, count_rows, detach
-from hyper_assets.errors import CorruptFileError, IngestError, UnknownFormatVersionError
+from hyper_assets.errors import IngestError
 from hyper_assets.ingest import Write, source_sql
 from hyper_assets.partitions import Window
 from hyper_assets.spec import DECLARED_MODES, WriteMode
 from hyper_assets.staging import Staged
 from hyper_assets.tables import Catalog, table_label
-
-T = TypeVar("T")
 
 #: The table inside `<seq>.hyper` that holds captured rows or keys.
 CAPTURED = TableName("public", "captured")
@@ -101,29 +98,6 @@ class Change:
             uncertain=body["uncertain"],
             recorded_at=datetime.fromisoformat(body["recorded_at"]),
         )
-
-
-def read_json(path: Path, parse: Callable[[Any], T], way_out: str, *, versioned: int = 0) -> T:
-    """`parse` of the JSON in `path`; a file that does not parse is a `CorruptFileError`.
-
-    `versioned`: the one `format_version` the file may have (missing: 1); another raises
-    `UnknownFormatVersionError` before `parse` reads it.
-    """
-    try:
-        body = json.loads(path.read_text())
-        version = body.get("format_version", 1) if versioned else None
-        if version == versioned or not versioned:
-            return parse(body)
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise CorruptFileError(
-            f"{path} cannot be read ({type(error).__name__}: {error}); nothing was changed. "
-            f"{way_out}"
-        ) from error
-    raise UnknownFormatVersionError(
-        f"{path} has format version {version!r}, and this version of hyper-assets reads "
-        f"version {versioned} only; nothing was changed. It was written by a newer "
-        "hyper-assets: upgrade this one to that version."
-    )
 
 
 #: What to do about the outbox's `state.json` when it cannot be read.
