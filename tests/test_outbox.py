@@ -46,6 +46,14 @@ def write(io_manager: HyperIOManager, table: pa.Table, mode: str = "append") -> 
     materialize([events_asset(table, mode)], resources={"io_manager": io_manager})
 
 
+def tracked(io_manager: HyperIOManager, first: pa.Table) -> Outbox:
+    """The outbox of the file after a write of `first`, tracking as after a first publish."""
+    write(io_manager, first)
+    outbox = Outbox(io_manager.database)
+    outbox.start_tracking()
+    return outbox
+
+
 def captured(io_manager: HyperIOManager, path: Path) -> list[tuple]:
     with io_manager.hyper.open(path, create=False) as connection:
         return sorted(tuple(r) for r in connection.execute_list_query(f"SELECT * FROM {CAPTURED}"))
@@ -59,9 +67,7 @@ def test_nothing_is_recorded_before_the_first_publish(io_manager: HyperIOManager
 
 
 def test_appends_capture_rows_and_upserts_capture_keys(io_manager: HyperIOManager) -> None:
-    write(io_manager, rows(1, 2))
-    outbox = Outbox(io_manager.database)
-    outbox.start_tracking()
+    outbox = tracked(io_manager, rows(1, 2))
     write(io_manager, rows(3, 4))
     write(io_manager, rows(4, 5), mode="upsert")
     append, upsert = outbox.changes()
@@ -77,9 +83,7 @@ def files(directory: Path) -> dict[str, bytes]:
 
 
 def test_a_refused_write_leaves_the_outbox_as_it_was(io_manager: HyperIOManager) -> None:
-    write(io_manager, rows(1))
-    outbox = Outbox(io_manager.database)
-    outbox.start_tracking()
+    outbox = tracked(io_manager, rows(1))
     before = files(outbox.directory)
     with pytest.raises(SchemaMismatchError):  # refused before its transaction
         write(io_manager, pa.table({"id": pa.array([2], pa.int64())}))  # a column short
@@ -100,9 +104,7 @@ def test_rows_the_outbox_cannot_keep_are_an_error_naming_its_file(
 ) -> None:
     """Hyper's error capturing an append's rows names the outbox's file and table; the
     write is not made and the outbox is as it was."""
-    write(io_manager, rows(1))
-    outbox = Outbox(io_manager.database)
-    outbox.start_tracking()
+    outbox = tracked(io_manager, rows(1))
     before = files(outbox.directory)
     unreadable = outbox.directory / "00000001.hyper"  # where the next append's rows go
     unreadable.write_bytes(b"not a hyper file")
@@ -130,8 +132,7 @@ def settle(io_manager: HyperIOManager) -> Outbox:
 
 
 def test_a_crash_after_an_append_is_settled_as_sent(io_manager: HyperIOManager, tmp_path) -> None:
-    write(io_manager, rows(1))
-    Outbox(io_manager.database).start_tracking()
+    tracked(io_manager, rows(1))
     crash_after_write(io_manager, rows(2, 3), tmp_path)
     (change,) = settle(io_manager).changes()
     assert (change.kind, change.rows, change.uncertain) == ("append", 2, False)
@@ -140,8 +141,7 @@ def test_a_crash_after_an_append_is_settled_as_sent(io_manager: HyperIOManager, 
 def test_an_append_whose_outcome_cannot_be_told_is_uncertain(
     io_manager: HyperIOManager, tmp_path
 ) -> None:
-    write(io_manager, rows(1))
-    Outbox(io_manager.database).start_tracking()
+    tracked(io_manager, rows(1))
     crash_after_write(io_manager, rows(2, 3), tmp_path)
     with io_manager.hyper.connect(io_manager.database) as connection:
         connection.execute_command(f"DELETE FROM {EVENTS} WHERE id = 1")  # someone else's edit
@@ -152,9 +152,7 @@ def test_an_append_whose_outcome_cannot_be_told_is_uncertain(
 def test_unreadable_records_are_named_errors_that_change_nothing(
     io_manager: HyperIOManager, tmp_path
 ) -> None:
-    write(io_manager, rows(1))
-    outbox = Outbox(io_manager.database)
-    outbox.start_tracking()
+    outbox = tracked(io_manager, rows(1))
     write(io_manager, rows(2))
     (record,) = outbox.directory.glob("*[0-9].json")
     record.write_text('{"seq": 1, "kind": "append"')  # cut short by a full disk
