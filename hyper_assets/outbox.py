@@ -19,8 +19,10 @@ pending record left behind by a crash is settled by the next holder of the lock:
 by comparing the table's row count with the count recorded before it, the others by
 keeping them (a crash cannot tell whether they committed).
 
-Each record carries `format_version` (`RECORD_VERSION`): a record of a version this library
-does not know is refused with `UnknownFormatVersionError`; one without it is version 1.
+`state.json` (`OutboxState`) and each record carry `format_version` (`FORMAT_VERSION`): a
+file of a version this library does not know is refused with `UnknownFormatVersionError`;
+one without it (as versions before this one wrote `state.json`) is version 1. `read` reads
+them all at once, so one that cannot be read refuses before any record is acted on.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ from hyper_assets.tables import Catalog, table_label
 #: The table inside `<seq>.hyper` that holds captured rows or keys.
 CAPTURED = TableName("public", "captured")
 _ALIAS = "hyper_assets_outbox"
-#: The version of the change records this library writes and reads.
-RECORD_VERSION = 1
+#: The version of `state.json` and of the change records this library writes and reads.
+FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ class Change:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format_version": RECORD_VERSION,
+            "format_version": FORMAT_VERSION,
             "seq": self.seq,
             "id": self.id,
             "kind": self.kind,
@@ -100,6 +102,29 @@ class Change:
         )
 
 
+@dataclass(frozen=True)
+class OutboxState:
+    """`state.json`, there from the first publish on: the number the next change takes."""
+
+    next_seq: int = 1
+
+    def to_json(self) -> dict[str, int]:
+        return {"format_version": FORMAT_VERSION, "next_seq": self.next_seq}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> OutboxState:
+        return cls(next_seq=int(body["next_seq"]))
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Every record of the outbox, each read and checked: the committed changes and the
+    pending ones, oldest first."""
+
+    committed: tuple[Change, ...]
+    pending: tuple[Change, ...]
+
+
 #: What to do about the outbox's `state.json` when it cannot be read.
 STATE_WAY_OUT = "Delete it and publish with full=True: that publish starts recording changes again."
 
@@ -126,7 +151,7 @@ class Outbox:
     def start_tracking(self) -> None:
         if not self.tracking:
             self.directory.mkdir(parents=True, exist_ok=True)
-            write_json(self._state, {"next_seq": 1})
+            write_json(self._state, OutboxState().to_json())
 
     def rows_path(self, change: Change) -> Path:
         """The `.hyper` holding an append's rows or an upsert's keys (table `CAPTURED`)."""
@@ -135,20 +160,34 @@ class Outbox:
     def _path(self, seq: int, pending: bool) -> Path:
         return self.directory / f"{seq:08d}{'.pending' if pending else ''}.json"
 
-    def _committed(self) -> list[Path]:
-        return sorted(self.directory.glob("[0-9]*[0-9].json")) if self.tracking else []
+    def read(self) -> Recorded | None:
+        """Every record, pending ones included; None before tracking starts.
+
+        Raises `CorruptFileError` (`UnknownFormatVersionError`) naming the first file it
+        cannot read, the state included: callers read before they act on any record, so
+        that leaves every file as it was.
+        """
+        if not self.tracking:
+            return None
+        self._read_state()
+        committed, pending = (
+            tuple(self._read(p) for p in sorted(self.directory.glob(pattern)))
+            for pattern in ("[0-9]*[0-9].json", "*.pending.json")
+        )
+        return Recorded(committed, pending)
 
     def changes(self) -> list[Change]:
-        """The committed changes, oldest first."""
-        return [self._read(p) for p in self._committed()]
+        """The committed changes, oldest first (after `read` has checked every record)."""
+        recorded = self.read()
+        return list(recorded.committed) if recorded else []
+
+    def _read_state(self) -> OutboxState:
+        return read_json(
+            self._state, OutboxState.from_json, STATE_WAY_OUT, versioned=FORMAT_VERSION
+        )
 
     def _read(self, path: Path) -> Change:
-        return read_json(path, Change.from_json, RECORD_WAY_OUT, versioned=RECORD_VERSION)
-
-    def oldest_change_at(self) -> datetime | None:
-        """When the oldest change still to be sent was recorded; None when all were sent."""
-        paths = self._committed()
-        return self._read(paths[0]).recorded_at if paths else None
+        return read_json(path, Change.from_json, RECORD_WAY_OUT, versioned=FORMAT_VERSION)
 
     def record(self, connection: Connection, write: Write, staged: Staged) -> Change | None:
         """Before `write` runs with the `staged` rows: its pending record, and the rows or
@@ -158,7 +197,7 @@ class Outbox:
         """
         if not self.tracking or (write.mode in DECLARED_MODES and not staged.files):
             return None
-        seq = read_json(self._state, lambda body: int(body["next_seq"]), STATE_WAY_OUT)
+        seq = self._read_state().next_seq
         change = Change(seq, write.mode, write.table, window=write.window)
         captured = None
         if write.mode == WriteMode.APPEND:
@@ -168,7 +207,7 @@ class Outbox:
         elif write.mode == WriteMode.UPSERT:
             change = replace(change, key=write.keys.primary_key, rows=staged.rows)
             captured = "DISTINCT " + ", ".join(escape_name(k) for k in change.key)
-        write_json(self._state, {"next_seq": seq + 1})
+        write_json(self._state, OutboxState(seq + 1).to_json())
         write_json(self._path(seq, pending=True), change.to_json())
         if captured:
             source = source_sql(staged.files, write.columns)
@@ -197,7 +236,7 @@ class Outbox:
         """Takes back the pending record of a write that did not commit, and its sequence
         number (`change` is the last one recorded: the caller still holds the lock)."""
         self.clear([change])
-        write_json(self._state, {"next_seq": change.seq})
+        write_json(self._state, OutboxState(change.seq).to_json())
 
     def _capture(self, connection: Connection, change: Change, select: str) -> None:
         """Stores the rows of `select` in the change's own `.hyper`, durably (detached)."""
@@ -225,10 +264,14 @@ class Outbox:
             os.replace(pending, self._path(change.seq, pending=False))
             fsync_path(self.directory)
 
-    def settle(self, connection: Connection) -> None:
-        """Commits or drops the pending records a crash or an error left behind."""
-        for path in sorted(self.directory.glob("*.pending.json")) if self.tracking else []:
-            change = self._read(path)
+    def settle(self, connection: Connection) -> list[Change]:
+        """Commits or drops the pending records a crash or an error left behind, once every
+        record is read (`read`); returns the committed changes then, oldest first."""
+        recorded = self.read()
+        if recorded is None:
+            return []
+        settled = list(recorded.committed)
+        for change in recorded.pending:
             if change.kind == WriteMode.APPEND and change.rows_before is not None:
                 count = _count(connection, change.table)
                 if count == change.rows_before:
@@ -236,8 +279,10 @@ class Outbox:
                     continue
                 if count != change.rows_before + change.rows:
                     change = replace(change, uncertain=True)
-                    write_json(path, change.to_json())
+                    write_json(self._path(change.seq, pending=True), change.to_json())
             self.commit(change)
+            settled.append(change)
+        return sorted(settled, key=lambda c: c.seq)
 
     def clear(self, changes: list[Change]) -> None:
         """Forgets changes that were sent (or made moot by a whole-file publish)."""

@@ -6,6 +6,7 @@ running the same steps as the IO manager and stopping before the commit.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from dagster import asset, materialize
 from tableauhyperapi import TableName
 
 from hyper_assets import HyperIOManager, PrimaryKeyError, SchemaMismatchError
-from hyper_assets.errors import CorruptFileError, IngestError
+from hyper_assets.errors import CorruptFileError, IngestError, UnknownFormatVersionError
 from hyper_assets.ingest import Write, write_table
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.staging import stage_arrow
@@ -78,8 +79,12 @@ def test_appends_capture_rows_and_upserts_capture_keys(io_manager: HyperIOManage
 
 
 def files(directory: Path) -> dict[str, bytes]:
-    """Every file of `directory`, by name, with its bytes."""
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+    """Every file under `directory`, by its path there, with its bytes."""
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_a_refused_write_leaves_the_outbox_as_it_was(io_manager: HyperIOManager) -> None:
@@ -155,15 +160,22 @@ def test_unreadable_records_are_named_errors_that_change_nothing(
     outbox = tracked(io_manager, rows(1))
     write(io_manager, rows(2))
     (record,) = outbox.directory.glob("*[0-9].json")
+    whole = record.read_bytes()
     record.write_text('{"seq": 1, "kind": "append"')  # cut short by a full disk
     with pytest.raises(CorruptFileError, match=rf"{record}.*publish with full=True"):
         outbox.changes()
+    before = files(outbox.directory)
+    with pytest.raises(CorruptFileError, match=rf"{record} cannot be read.*nothing was changed"):
+        write(io_manager, rows(3))  # a write reads every record before settling any
+    assert files(outbox.directory) == before
+    assert captured_ids(io_manager) == [1, 2]
+    record.write_bytes(whole)
     crash_after_write(io_manager, rows(3), tmp_path)
     (pending,) = outbox.directory.glob("*.pending.json")
     pending.write_text("[]")
     with pytest.raises(CorruptFileError, match=rf"{pending} cannot be read.*nothing was changed"):
         write(io_manager, rows(4))  # the next write settles records first
-    assert pending.read_text() == "[]" and record.exists()
+    assert pending.read_text() == "[]" and record.read_bytes() == whole
     assert captured_ids(io_manager) == [1, 2, 3]
     (outbox.directory / "state.json").write_text("")
     with pytest.raises(CorruptFileError, match=r"state.json.*Delete it and publish"):
@@ -175,3 +187,45 @@ def test_unreadable_records_are_named_errors_that_change_nothing(
 def captured_ids(io_manager: HyperIOManager) -> list[int]:
     with io_manager.hyper.open(io_manager.database, create=False) as connection:
         return sorted(r[0] for r in connection.execute_list_query(f"SELECT id FROM {EVENTS}"))
+
+
+def newer(record: Path) -> None:
+    """Gives the JSON file `record` a format version this library does not know."""
+    record.write_text(json.dumps(json.loads(record.read_text()) | {"format_version": 2}))
+
+
+def test_the_state_has_a_format_version_and_one_without_is_version_1(
+    io_manager: HyperIOManager,
+) -> None:
+    outbox = tracked(io_manager, rows(1))
+    state = outbox.directory / "state.json"
+    assert json.loads(state.read_text()) == {"format_version": 1, "next_seq": 1}
+    state.write_text('{"next_seq": 5}')  # as versions before this one wrote it
+    write(io_manager, rows(2))
+    (change,) = outbox.changes()
+    assert (change.seq, captured(io_manager, outbox.rows_path(change))) == (5, [(2, "row 2")])
+    assert json.loads(state.read_text()) == {"format_version": 1, "next_seq": 6}
+    newer(state)
+    before = files(outbox.directory)
+    refused = rf"{state} has format version 2.*upgrade this one"
+    with pytest.raises(UnknownFormatVersionError, match=refused):
+        write(io_manager, rows(3))
+    with pytest.raises(UnknownFormatVersionError, match=refused):
+        outbox.changes()
+    assert files(outbox.directory) == before
+    assert captured_ids(io_manager) == [1, 2]
+
+
+def test_every_record_is_read_before_any_is_settled(io_manager: HyperIOManager, tmp_path) -> None:
+    """Two records left pending by crashes, the second of a newer version: the next write
+    refuses before settling the first, and nothing changes."""
+    outbox = tracked(io_manager, rows(1))
+    crash_after_write(io_manager, rows(2), tmp_path)
+    crash_after_write(io_manager, rows(3), tmp_path)
+    _, second = sorted(outbox.directory.glob("*.pending.json"))
+    newer(second)
+    before = files(outbox.directory)
+    with pytest.raises(UnknownFormatVersionError, match=rf"{second} has format version 2"):
+        write(io_manager, rows(4))
+    assert files(outbox.directory) == before  # the first is still pending, its rows kept
+    assert captured_ids(io_manager) == [1, 2, 3]
