@@ -36,9 +36,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tableauhyperapi import Connection, HyperException, TableName, escape_name
+from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets._files import fsync_path, read_json, write_json
+from hyper_assets._hyper_errors import hyper_errors
 from hyper_assets._sql import attach, count_rows, detach
 from hyper_assets.errors import IngestError
 from hyper_assets.ingest import Write, source_sql
@@ -239,9 +240,17 @@ class Outbox:
         write_json(self._state, OutboxState(change.seq).to_json())
 
     def _capture(self, connection: Connection, change: Change, select: str) -> None:
-        """Stores the rows of `select` in the change's own `.hyper`, durably (detached)."""
+        """Stores the rows of `select` in the change's own `.hyper`, durably (detached).
+
+        Hyper's failure is a `HyperFileError` naming that file and table `CAPTURED` (an
+        `IngestError` unless Hyper says more).
+        """
         path = self.rows_path(change)
-        try:
+        advice = (
+            f"The rows written to {table_label(change.table)} could not be kept in the outbox; "
+            "the write was not made: free space there, or fix what Hyper says, and run it again."
+        )
+        with hyper_errors(file=path, table=CAPTURED, otherwise=IngestError, advice=advice):
             connection.execute_command(f"CREATE DATABASE IF NOT EXISTS {escape_name(str(path))}")
             attach(connection, path, _ALIAS)
             try:
@@ -249,13 +258,6 @@ class Outbox:
                 connection.execute_command(f"CREATE TABLE {_ALIAS}.{CAPTURED} AS ({select})")
             finally:
                 detach(connection, _ALIAS)
-        except HyperException as error:
-            raise IngestError(
-                f"The rows written to {table_label(change.table)} could not be kept in the "
-                f"outbox's {path} (table {table_label(CAPTURED)}): "
-                f"{error.main_message or error}. The write was not made; free space there, or "
-                "fix what Hyper says, and run it again."
-            ) from error
 
     def commit(self, change: Change) -> None:
         """After the write is durable (its connection closed): the change is to be sent."""

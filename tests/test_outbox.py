@@ -15,7 +15,11 @@ from dagster import asset, materialize
 from tableauhyperapi import TableName
 
 from hyper_assets import HyperIOManager, PrimaryKeyError, SchemaMismatchError
-from hyper_assets.errors import CorruptFileError, IngestError, UnknownFormatVersionError
+from hyper_assets.errors import (
+    CorruptDatabaseError,
+    CorruptFileError,
+    UnknownFormatVersionError,
+)
 from hyper_assets.ingest import Write, write_table
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.staging import stage_arrow
@@ -107,14 +111,17 @@ def test_a_refused_write_leaves_the_outbox_as_it_was(io_manager: HyperIOManager)
 def test_rows_the_outbox_cannot_keep_are_an_error_naming_its_file(
     io_manager: HyperIOManager,
 ) -> None:
-    """Hyper's error capturing an append's rows names the outbox's file and table; the
-    write is not made and the outbox is as it was."""
+    """Hyper's error capturing an append's rows names the outbox's file (not the database)
+    and table; the write is not made and the outbox is as it was."""
     outbox = tracked(io_manager, rows(1))
     before = files(outbox.directory)
     unreadable = outbox.directory / "00000001.hyper"  # where the next append's rows go
     unreadable.write_bytes(b"not a hyper file")
-    with pytest.raises(IngestError, match=rf"outbox's {unreadable} \(table public.captured\)"):
+    with pytest.raises(CorruptDatabaseError) as refused:
         write(io_manager, rows(2))
+    assert (refused.value.file, refused.value.table) == (str(unreadable), "public.captured")
+    assert str(refused.value).startswith(f"{unreadable}, table public.captured: Hyper said: ")
+    assert "could not be kept in the outbox; the write was not made" in str(refused.value)
     assert files(outbox.directory) == before
     assert captured_ids(io_manager) == [1]
 
