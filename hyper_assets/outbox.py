@@ -40,7 +40,7 @@ from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets._files import fsync_path, read_json, write_json
 from hyper_assets._hyper_errors import hyper_errors
-from hyper_assets._sql import attach, count_rows, detach
+from hyper_assets._sql import attach, count_rows, create_database, detach
 from hyper_assets.errors import IngestError
 from hyper_assets.ingest import Write, source_sql
 from hyper_assets.partitions import Window
@@ -251,7 +251,7 @@ class Outbox:
             "the write was not made: free space there, or fix what Hyper says, and run it again."
         )
         with hyper_errors(file=path, table=CAPTURED, otherwise=IngestError, advice=advice):
-            connection.execute_command(f"CREATE DATABASE IF NOT EXISTS {escape_name(str(path))}")
+            create_database(connection, path)
             attach(connection, path, _ALIAS)
             try:
                 connection.execute_command(f"DROP TABLE IF EXISTS {_ALIAS}.{CAPTURED}")

@@ -7,6 +7,7 @@ running the same steps as the IO manager and stopping before the commit.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -236,3 +237,24 @@ def test_every_record_is_read_before_any_is_settled(io_manager: HyperIOManager, 
         write(io_manager, rows(4))
     assert files(outbox.directory) == before  # the first is still pending, its rows kept
     assert captured_ids(io_manager) == [1, 2, 3]
+
+
+def test_the_file_and_the_captured_rows_have_the_one_mode(io_manager: HyperIOManager) -> None:
+    """hyperd makes its files 0o660 less its own umask: the file a first write creates and
+    an append's captured rows get the library's one mode, 0o664 under a group's umask."""
+    umask = os.umask(0o002)
+    try:
+        outbox = tracked(io_manager, rows(1))
+        write(io_manager, rows(2))
+    finally:
+        os.umask(umask)
+    (change,) = outbox.changes()
+    assert captured(io_manager, outbox.rows_path(change)) == [(2, "row 2")]
+    folder = Path(io_manager.database).parent
+    modes = {
+        p.relative_to(folder).as_posix(): oct(p.stat().st_mode & 0o777)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+    assert {"db.hyper", "db.hyper.outbox/00000001.hyper"} <= set(modes)
+    assert set(modes.values()) == {"0o664"}, modes
