@@ -16,11 +16,7 @@ from dagster import asset, materialize
 from tableauhyperapi import TableName
 
 from hyper_assets import HyperIOManager, PrimaryKeyError, SchemaMismatchError
-from hyper_assets.errors import (
-    CorruptDatabaseError,
-    CorruptFileError,
-    UnknownFormatVersionError,
-)
+from hyper_assets.errors import CorruptDatabaseError, CorruptFileError, UnknownFormatVersionError
 from hyper_assets.ingest import Write, write_table
 from hyper_assets.outbox import CAPTURED, Outbox
 from hyper_assets.staging import stage_arrow
