@@ -1,4 +1,5 @@
-"""Internal: SQL helpers every module that talks to Hyper shares (transactions, ATTACH)."""
+"""Internal: SQL helpers every module that talks to Hyper shares (transactions, ATTACH,
+creating a file)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from tableauhyperapi import Connection, HyperException, TableName, escape_name
+
+from hyper_assets._files import set_mode
 
 
 @contextmanager
@@ -35,6 +38,16 @@ def attach(
     connection.execute_command(
         f"ATTACH DATABASE {escape_name(str(Path(path).resolve()))} AS {escape_name(alias)}{mode}"
     )
+
+
+def create_database(connection: Connection, path: Path, *, version: int | None = None) -> None:
+    """Creates the `.hyper` file `path` unless it exists (in format `version`, if given),
+    with the library's one mode (`file_mode()`): hyperd would give it its own."""
+    with_version = "" if version is None else f" WITH VERSION {version}"
+    connection.execute_command(
+        f"CREATE DATABASE IF NOT EXISTS {escape_name(str(path))}{with_version}"
+    )
+    set_mode(path)
 
 
 def detach(connection: Connection, alias: str) -> None:

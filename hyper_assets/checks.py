@@ -269,7 +269,7 @@ def publish_freshness_check(
             outbox = Outbox(database)
             tracking = outbox.tracking
             changes = outbox.changes()
-            oldest = outbox.oldest_change_at()
+        oldest = changes[0].recorded_at if changes else None
         if not tracking:
             return dg.AssetCheckResult(
                 passed=False,

@@ -194,8 +194,8 @@ class CorruptFileError(HyperAssetsError):
 
 
 class UnknownFormatVersionError(CorruptFileError):
-    """An outbox record, plan or publish state of a `format_version` this library does not
-    know: written by a newer hyper-assets. Nothing was changed."""
+    """An outbox record or state, plan or publish state of a `format_version` this library
+    does not know: written by a newer hyper-assets. Nothing was changed."""
 
 
 # --- Action batches ------------------------------------------------------------------

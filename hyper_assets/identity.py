@@ -26,9 +26,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from hyper_assets._files import write_json
+from hyper_assets._files import read_json, write_json
 from hyper_assets.errors import ExtractRecreatedError
-from hyper_assets.outbox import read_json
 
 #: The materialisation metadata holding the identity of the extract written, and its home.
 IDENTITY_KEY, HOME_KEY = "extract_identity", "extract_home"

@@ -19,40 +19,40 @@ pending record left behind by a crash is settled by the next holder of the lock:
 by comparing the table's row count with the count recorded before it, the others by
 keeping them (a crash cannot tell whether they committed).
 
-Each record carries `format_version` (`RECORD_VERSION`): a record of a version this library
-does not know is refused with `UnknownFormatVersionError`; one without it is version 1.
+`state.json` (`OutboxState`) and each record carry `format_version` (`FORMAT_VERSION`): a
+file of a version this library does not know is refused with `UnknownFormatVersionError`;
+one without it (as versions before this one wrote `state.json`) is version 1. `read` reads
+them all at once, so one that cannot be read refuses before any record is acted on.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from tableauhyperapi import Connection, HyperException, TableName, escape_name
+from tableauhyperapi import Connection, TableName, escape_name
 
-from hyper_assets._files import fsync_path, write_json
-from hyper_assets._sql import attach, count_rows, detach
-from hyper_assets.errors import CorruptFileError, IngestError, UnknownFormatVersionError
+from hyper_assets._files import fsync_path, read_json, write_json
+from hyper_assets._hyper_errors import hyper_errors
+from hyper_assets._sql import attach, count_rows, create_database, detach
+from hyper_assets.errors import IngestError
 from hyper_assets.ingest import Write, source_sql
 from hyper_assets.partitions import Window
 from hyper_assets.spec import DECLARED_MODES, WriteMode
 from hyper_assets.staging import Staged
 from hyper_assets.tables import Catalog, table_label
 
-T = TypeVar("T")
-
 #: The table inside `<seq>.hyper` that holds captured rows or keys.
 CAPTURED = TableName("public", "captured")
 _ALIAS = "hyper_assets_outbox"
-#: The version of the change records this library writes and reads.
-RECORD_VERSION = 1
+#: The version of `state.json` and of the change records this library writes and reads.
+FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Change:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format_version": RECORD_VERSION,
+            "format_version": FORMAT_VERSION,
             "seq": self.seq,
             "id": self.id,
             "kind": self.kind,
@@ -103,27 +103,27 @@ class Change:
         )
 
 
-def read_json(path: Path, parse: Callable[[Any], T], way_out: str, *, versioned: int = 0) -> T:
-    """`parse` of the JSON in `path`; a file that does not parse is a `CorruptFileError`.
+@dataclass(frozen=True)
+class OutboxState:
+    """`state.json`, there from the first publish on: the number the next change takes."""
 
-    `versioned`: the one `format_version` the file may have (missing: 1); another raises
-    `UnknownFormatVersionError` before `parse` reads it.
-    """
-    try:
-        body = json.loads(path.read_text())
-        version = body.get("format_version", 1) if versioned else None
-        if version == versioned or not versioned:
-            return parse(body)
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise CorruptFileError(
-            f"{path} cannot be read ({type(error).__name__}: {error}); nothing was changed. "
-            f"{way_out}"
-        ) from error
-    raise UnknownFormatVersionError(
-        f"{path} has format version {version!r}, and this version of hyper-assets reads "
-        f"version {versioned} only; nothing was changed. It was written by a newer "
-        "hyper-assets: upgrade this one to that version."
-    )
+    next_seq: int = 1
+
+    def to_json(self) -> dict[str, int]:
+        return {"format_version": FORMAT_VERSION, "next_seq": self.next_seq}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> OutboxState:
+        return cls(next_seq=int(body["next_seq"]))
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Every record of the outbox, each read and checked: the committed changes and the
+    pending ones, oldest first."""
+
+    committed: tuple[Change, ...]
+    pending: tuple[Change, ...]
 
 
 #: What to do about the outbox's `state.json` when it cannot be read.
@@ -152,7 +152,7 @@ class Outbox:
     def start_tracking(self) -> None:
         if not self.tracking:
             self.directory.mkdir(parents=True, exist_ok=True)
-            write_json(self._state, {"next_seq": 1})
+            write_json(self._state, OutboxState().to_json())
 
     def rows_path(self, change: Change) -> Path:
         """The `.hyper` holding an append's rows or an upsert's keys (table `CAPTURED`)."""
@@ -161,20 +161,34 @@ class Outbox:
     def _path(self, seq: int, pending: bool) -> Path:
         return self.directory / f"{seq:08d}{'.pending' if pending else ''}.json"
 
-    def _committed(self) -> list[Path]:
-        return sorted(self.directory.glob("[0-9]*[0-9].json")) if self.tracking else []
+    def read(self) -> Recorded | None:
+        """Every record, pending ones included; None before tracking starts.
+
+        Raises `CorruptFileError` (`UnknownFormatVersionError`) naming the first file it
+        cannot read, the state included: callers read before they act on any record, so
+        that leaves every file as it was.
+        """
+        if not self.tracking:
+            return None
+        self._read_state()
+        committed, pending = (
+            tuple(self._read(p) for p in sorted(self.directory.glob(pattern)))
+            for pattern in ("[0-9]*[0-9].json", "*.pending.json")
+        )
+        return Recorded(committed, pending)
 
     def changes(self) -> list[Change]:
-        """The committed changes, oldest first."""
-        return [self._read(p) for p in self._committed()]
+        """The committed changes, oldest first (after `read` has checked every record)."""
+        recorded = self.read()
+        return list(recorded.committed) if recorded else []
+
+    def _read_state(self) -> OutboxState:
+        return read_json(
+            self._state, OutboxState.from_json, STATE_WAY_OUT, versioned=FORMAT_VERSION
+        )
 
     def _read(self, path: Path) -> Change:
-        return read_json(path, Change.from_json, RECORD_WAY_OUT, versioned=RECORD_VERSION)
-
-    def oldest_change_at(self) -> datetime | None:
-        """When the oldest change still to be sent was recorded; None when all were sent."""
-        paths = self._committed()
-        return self._read(paths[0]).recorded_at if paths else None
+        return read_json(path, Change.from_json, RECORD_WAY_OUT, versioned=FORMAT_VERSION)
 
     def record(self, connection: Connection, write: Write, staged: Staged) -> Change | None:
         """Before `write` runs with the `staged` rows: its pending record, and the rows or
@@ -184,7 +198,7 @@ class Outbox:
         """
         if not self.tracking or (write.mode in DECLARED_MODES and not staged.files):
             return None
-        seq = read_json(self._state, lambda body: int(body["next_seq"]), STATE_WAY_OUT)
+        seq = self._read_state().next_seq
         change = Change(seq, write.mode, write.table, window=write.window)
         captured = None
         if write.mode == WriteMode.APPEND:
@@ -194,7 +208,7 @@ class Outbox:
         elif write.mode == WriteMode.UPSERT:
             change = replace(change, key=write.keys.primary_key, rows=staged.rows)
             captured = "DISTINCT " + ", ".join(escape_name(k) for k in change.key)
-        write_json(self._state, {"next_seq": seq + 1})
+        write_json(self._state, OutboxState(seq + 1).to_json())
         write_json(self._path(seq, pending=True), change.to_json())
         if captured:
             source = source_sql(staged.files, write.columns)
@@ -223,26 +237,27 @@ class Outbox:
         """Takes back the pending record of a write that did not commit, and its sequence
         number (`change` is the last one recorded: the caller still holds the lock)."""
         self.clear([change])
-        write_json(self._state, {"next_seq": change.seq})
+        write_json(self._state, OutboxState(change.seq).to_json())
 
     def _capture(self, connection: Connection, change: Change, select: str) -> None:
-        """Stores the rows of `select` in the change's own `.hyper`, durably (detached)."""
+        """Stores the rows of `select` in the change's own `.hyper`, durably (detached).
+
+        Hyper's failure is a `HyperFileError` naming that file and table `CAPTURED` (an
+        `IngestError` unless Hyper says more).
+        """
         path = self.rows_path(change)
-        try:
-            connection.execute_command(f"CREATE DATABASE IF NOT EXISTS {escape_name(str(path))}")
+        advice = (
+            f"The rows written to {table_label(change.table)} could not be kept in the outbox; "
+            "the write was not made: free space there, or fix what Hyper says, and run it again."
+        )
+        with hyper_errors(file=path, table=CAPTURED, otherwise=IngestError, advice=advice):
+            create_database(connection, path)
             attach(connection, path, _ALIAS)
             try:
                 connection.execute_command(f"DROP TABLE IF EXISTS {_ALIAS}.{CAPTURED}")
                 connection.execute_command(f"CREATE TABLE {_ALIAS}.{CAPTURED} AS ({select})")
             finally:
                 detach(connection, _ALIAS)
-        except HyperException as error:
-            raise IngestError(
-                f"The rows written to {table_label(change.table)} could not be kept in the "
-                f"outbox's {path} (table {table_label(CAPTURED)}): "
-                f"{error.main_message or error}. The write was not made; free space there, or "
-                "fix what Hyper says, and run it again."
-            ) from error
 
     def commit(self, change: Change) -> None:
         """After the write is durable (its connection closed): the change is to be sent."""
@@ -251,10 +266,14 @@ class Outbox:
             os.replace(pending, self._path(change.seq, pending=False))
             fsync_path(self.directory)
 
-    def settle(self, connection: Connection) -> None:
-        """Commits or drops the pending records a crash or an error left behind."""
-        for path in sorted(self.directory.glob("*.pending.json")) if self.tracking else []:
-            change = self._read(path)
+    def settle(self, connection: Connection) -> list[Change]:
+        """Commits or drops the pending records a crash or an error left behind, once every
+        record is read (`read`); returns the committed changes then, oldest first."""
+        recorded = self.read()
+        if recorded is None:
+            return []
+        settled = list(recorded.committed)
+        for change in recorded.pending:
             if change.kind == WriteMode.APPEND and change.rows_before is not None:
                 count = _count(connection, change.table)
                 if count == change.rows_before:
@@ -262,8 +281,10 @@ class Outbox:
                     continue
                 if count != change.rows_before + change.rows:
                     change = replace(change, uncertain=True)
-                    write_json(path, change.to_json())
+                    write_json(self._path(change.seq, pending=True), change.to_json())
             self.commit(change)
+            settled.append(change)
+        return sorted(settled, key=lambda c: c.seq)
 
     def clear(self, changes: list[Change]) -> None:
         """Forgets changes that were sent (or made moot by a whole-file publish)."""

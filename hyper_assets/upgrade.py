@@ -23,10 +23,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tableauhyperapi import Connection, escape_name
+from tableauhyperapi import Connection
 
 from hyper_assets._files import fsync_path
 from hyper_assets._hyper_errors import hyper_errors
+from hyper_assets._sql import create_database
 from hyper_assets.compaction import compact_locked, file_version
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.home import HyperDatabase
@@ -121,6 +122,4 @@ def _create(hyper: HyperResource, path: Path, version: int) -> None:
     """An empty `.hyper` at `path`; Hyper's refusal is a `HyperFileError` naming it."""
     created = hyper_errors(file=path, advice="Nothing was written.")
     with created, Connection(hyper.shared.endpoint) as connection:
-        connection.execute_command(
-            f"CREATE DATABASE IF NOT EXISTS {escape_name(str(path))} WITH VERSION {version}"
-        )
+        create_database(connection, path, version=version)

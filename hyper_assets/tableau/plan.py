@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hyper_assets._files import write_json
-from hyper_assets.outbox import Change, read_json
+from hyper_assets._files import read_json, write_json
+from hyper_assets.outbox import Change
 from hyper_assets.tableau.actions import Action, parse_batch
 
 #: The version of `plan.json` and `published.json` this library writes and reads.

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hyper_assets._files import read_json
 from hyper_assets.errors import CorruptFileError
-from hyper_assets.outbox import Change, Outbox, read_json
+from hyper_assets.outbox import Change, Outbox
 from hyper_assets.tableau.plan import FORMAT_VERSION, PublishState, Target
 from hyper_assets.tables import table_label
 

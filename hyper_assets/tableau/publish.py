@@ -142,8 +142,8 @@ class Publisher:
         what = f"{self.database} as {self.datasource!r}"
         with publishing(self._lock_path, self._holder_path, self.lock_timeout_seconds, what):
             with self.hyper.lock(self.database):
+                self.outbox.read()  # a record it cannot read refuses before anything changes
                 positions.adopt(self.outbox, self._home, self.target)
-                self.outbox.changes()  # a record it cannot read refuses before anything is sent
             return self._publish(full)
 
     def _publish(self, full: bool) -> PublishResult:
@@ -230,8 +230,7 @@ class Publisher:
                 tables = held_tables(catalog, self.tables, self.datasource)
                 read_model(connection, tables, self.datasource)  # refuses before any change
                 whole_file = len(tables) == len(catalog.tables())
-                self.outbox.settle(connection)
-                recorded = self.outbox.changes()
+                recorded = self.outbox.settle(connection)
                 state = None if full_reason else self._state()
                 sent = state.position if state else 0
                 changes = [c for c in recorded if c.seq > sent and c.table in tables]

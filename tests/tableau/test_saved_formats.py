@@ -1,6 +1,6 @@
 """The files a publish keeps beside the `.hyper` carry a format version.
 
-`plan.json`, `published.json` and the outbox's change records: one of a version this
+`plan.json`, `published.json`, the outbox's state and change records: one of a version this
 library does not know (written by a newer one) is refused, naming the file, and nothing
 changes; one without a version (as versions before this one wrote them) is version 1, so
 an existing user's unfinished plan, publish state and outbox survive the upgrade.
@@ -38,6 +38,7 @@ def saved_files(setup: Setup) -> dict[str, Path]:
         "published.json": home / "published.json",
         "plan.json": home / "plan" / "plan.json",
         "outbox record": records[0],
+        "outbox state": outbox / "state.json",
     }
 
 
@@ -48,7 +49,7 @@ def everything(setup: Setup) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in paths}
 
 
-@pytest.mark.parametrize("saved", ["published.json", "plan.json", "outbox record"])
+@pytest.mark.parametrize("saved", ["published.json", "plan.json", "outbox record", "outbox state"])
 def test_a_file_of_an_unknown_format_version_is_refused_and_nothing_changes(
     setup: Setup, saved: str
 ) -> None:
