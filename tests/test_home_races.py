@@ -1,27 +1,40 @@
 """Races of an object-store home against moto's S3 server on loopback, the network's faults
-played by a proxy in front of it (`StoreProxy`): a commit the store refused. Each test
-reads the rows back from the home."""
+played by a proxy in front of it (`StoreProxy`): a collector stalled before its delete, a
+commit the store refused. Each test reads the rows back from the home."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date
 from typing import Any
 
 import pyarrow as pa
 import pytest
 import test_home
-from dagster import AssetsDefinition, asset, materialize
+from dagster import AssetsDefinition, DailyPartitionsDefinition, asset, materialize
 from object_stores import StoreProxy
-from test_home import generation, rows
+from test_home import generation, rows, store_home, working_copy
 
 from hyper_assets import HyperIOManager
+from hyper_assets.collect import collect
 from hyper_assets.errors import HomeStoreError
-from hyper_assets.home import HomeSettings
+from hyper_assets.generations import Generations
+from hyper_assets.home import HomeSettings, HyperDatabase
+from hyper_assets.lease import Lease
 from hyper_assets.stores import S3Settings
 
 moto_s3, bucket = test_home.moto_s3, test_home.bucket  # its fixtures
 KEY = "extracts/shop.hyper"
+DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
+SALES = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
 EVENTS = 'SELECT label, COUNT(*) FROM "Extract"."events" GROUP BY 1 ORDER BY 1'
+
+
+@asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+def sales(context) -> pa.Table:
+    day = date.fromisoformat(context.partition_key)
+    return pa.table({"day": [day] * 3, "id": pa.array([1, 2, 3], pa.int64())})
 
 
 def events(label: str) -> AssetsDefinition:
@@ -52,6 +65,47 @@ def is_manifest(method: str, path: str) -> bool:
 def append(uri: str, label: str, settings: HomeSettings) -> bool:
     io_manager = HyperIOManager(database=uri, home_settings=settings)
     return materialize([events(label)], resources={"io_manager": io_manager}).success
+
+
+def test_a_collector_stalled_before_its_delete_spares_a_later_generations_chunks(
+    bucket, proxy, tmp_path, hyper
+):
+    """The collector lists the home, renews its lease, and its delete request stalls past
+    the lease. A writer takes the lease over and commits a file that holds a chunk of
+    generation 1 again (here: the file restored to generation 1's bytes), a chunk the
+    collector listed as no kept generation's. The delete then lands; the generation the
+    writer committed still downloads whole."""
+    local = HyperIOManager(database=str(tmp_path / "local" / "shop.hyper"))
+    files = []
+    for day in ("2024-01-01", "2024-01-02"):
+        assert materialize([sales], partition_key=day, resources={"io_manager": local}).success
+        files.append((tmp_path / "local" / "shop.hyper").read_bytes())
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    copy = working_copy(tmp_path / "w", **{"shop.hyper": files[0]})
+    one = generations.commit(None, copy, "first")
+    (copy.directory / "shop.hyper").write_bytes(files[1])
+    generations.commit(one, copy, "second")
+
+    store = home.connect(through(proxy))
+    lease = Lease(store, home.uri, seconds=1, timeout_seconds=5)
+    lease.acquire()  # no heartbeat: its process stalls with its request
+    proxy.stall(lambda method, path: method == "POST" and "delete" in path)
+    with ThreadPoolExecutor(1) as pool:
+        collecting = pool.submit(
+            collect, Generations(store, home.uri, home.name), 1, 0.0, lease.renew
+        )
+        assert proxy.reached.wait(30)
+        writer = HyperDatabase(
+            database=home.uri,
+            settings=HomeSettings(working_dir=str(tmp_path / "writer"), lease_seconds=1),
+        )
+        with writer.writing() as database:  # once the collector's lease expired
+            database.write_bytes(files[0])
+        proxy.heal()
+        assert collecting.result(60).deleted_objects == 1  # generation 1's chunk
+    assert generation(home.uri) == 3
+    assert rows(hyper, home.uri, tmp_path / "read", SALES) == [["2024-01-01", 3]]
 
 
 def test_a_commit_the_store_refused_is_reported_refused(bucket, proxy, tmp_path, hyper):
