@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, BaseError
+from obstore.exceptions import BaseError
 from obstore.store import ObjectStore
 
 from hyper_assets import chunks
@@ -171,12 +171,21 @@ def store_errors(where: str, *, missing: bool = True) -> Iterator[None]:
     except (BaseError, FileNotFoundError) as error:
         if isinstance(error, FileNotFoundError) and not missing:
             raise
-        raise HomeStoreError(
-            f"The store of {where} failed ({str(error).splitlines()[0]}); nothing was "
-            "committed. Check the bucket or container, the store's settings or environment "
-            "(S3: AWS_ENDPOINT_URL, keys, region; Azure: AZURE_STORAGE_ACCOUNT_NAME and its "
-            "key or endpoint) and that this machine reaches the store."
-        ) from error
+        raise store_error(where, error) from error
+
+
+def store_error(where: str, error: Exception) -> HomeStoreError:
+    """The store's `error`, after which nothing was committed."""
+    return HomeStoreError(
+        f"The store of {where} failed ({_first_line(error)}); nothing was committed. Check "
+        "the bucket or container, the store's settings or environment (S3: "
+        "AWS_ENDPOINT_URL, keys, region; Azure: AZURE_STORAGE_ACCOUNT_NAME and its key or "
+        "endpoint) and that this machine reaches the store."
+    )
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 class Generations:
@@ -239,16 +248,38 @@ class Generations:
                 datetime.now(UTC).isoformat(),
             )
             fence()
-            try:
-                obstore.put(self.store, manifest.key, manifest.to_bytes(), mode="create")
-            except AlreadyExistsError as error:
-                raise HomeConflictError(
-                    f"Another writer committed generation {number} of {self.where} while "
-                    "this write ran (its lease expired meanwhile); nothing of this write "
-                    "was committed. Run it again: it starts from their generation."
-                ) from error
+        self._create(manifest)
         working.mark(manifest)
         return manifest
+
+    def _create(self, manifest: Manifest) -> None:
+        """Creates `manifest`'s object: the commit. When the store answers with an error
+        (a reply lost, a retried create refused by the first one's object), the object
+        tells whether it committed: it holds this manifest's token (committed), another's
+        (`HomeConflictError`), or is absent (`HomeStoreError`: nothing committed)."""
+        try:
+            obstore.put(self.store, manifest.key, manifest.to_bytes(), mode="create")
+            return
+        except (BaseError, FileNotFoundError) as error:
+            failed = error
+        try:
+            body = bytes(obstore.get(self.store, manifest.key).bytes())
+        except FileNotFoundError:
+            raise store_error(self.where, failed) from failed
+        except BaseError as error:
+            raise HomeStoreError(
+                f"This write to {self.where} may be committed: the store failed when it "
+                f"created {manifest.key}, the commit ({_first_line(failed)}), and again when "
+                f"asked whether it had ({_first_line(error)}). It is committed if "
+                f"{manifest.key} holds token {manifest.token!r}: check that before running "
+                "it again (an append run twice adds its rows twice)."
+            ) from error
+        if Manifest.parse(body, f"{self.where}/{manifest.key}").token != manifest.token:
+            raise HomeConflictError(
+                f"Another writer committed generation {manifest.number} of {self.where} "
+                "while this write ran (its lease expired meanwhile); nothing of this write "
+                "was committed. Run it again: it starts from their generation."
+            ) from failed
 
     def download(self, manifest: Manifest | None, working: WorkingCopy) -> Transfer | None:
         """Makes the working copy equal to `manifest` (empty for None), fetching only the

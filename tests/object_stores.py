@@ -107,13 +107,13 @@ def create_container(endpoint: str, name: str) -> None:
 
 class StoreProxy:
     """An HTTP proxy on loopback in front of a store's endpoint (moto's): it relays every
-    request and its reply, but for the first request a test armed it for, on which it
-    plays a fault of the network. `reached` is set when that request arrives."""
+    request and its reply, but for the first request each fault a test armed matches,
+    on which it plays that fault. `reached` is set when such a request arrives."""
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = urllib.parse.urlsplit(endpoint)
         self.reached, self.healed = threading.Event(), threading.Event()
-        self._armed: tuple[Callable[[str, str], bool], str] | None = None
+        self._armed: list[tuple[Callable[[str, str], bool], str]] = []
         self._partitioned = threading.Event()
         self._guard = threading.Lock()
         proxy = self
@@ -149,18 +149,18 @@ class StoreProxy:
 
     def stall(self, matches: Callable[[str, str], bool]) -> None:
         """The first request `matches(method, path)` waits until `heal()`, then is relayed."""
-        self._armed = (matches, "stall")
+        self._armed.append((matches, "stall"))
 
     def lose_reply(self, matches: Callable[[str, str], bool], *, partition: bool = False) -> None:
         """The first matching request reaches the store, but its reply is lost (the
         connection closes). With `partition`, the reply is lost only at `heal()`, and
         until then every later request waits as well: the store is out of reach."""
-        self._armed = (matches, "partition" if partition else "lose_reply")
+        self._armed.append((matches, "partition" if partition else "lose_reply"))
 
     def refuse(self, matches: Callable[[str, str], bool]) -> None:
         """The first matching request never reaches the store: it is answered 403 (a
         client error, which no client retries)."""
-        self._armed = (matches, "refuse")
+        self._armed.append((matches, "refuse"))
 
     def heal(self) -> None:
         """Lets stalled requests and a partition's requests through."""
@@ -168,11 +168,12 @@ class StoreProxy:
 
     def _fate(self, method: str, path: str) -> str:
         with self._guard:
-            if self._armed is None or not self._armed[0](method, path):
+            armed = next((a for a in self._armed if a[0](method, path)), None)
+            if armed is None:
                 return "relay"
-            fate, self._armed = self._armed[1], None
+            self._armed.remove(armed)
         self.reached.set()
-        return fate
+        return armed[1]
 
     def _handle(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         if self._partitioned.is_set():

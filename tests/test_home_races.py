@@ -1,6 +1,8 @@
 """Races of an object-store home against moto's S3 server on loopback, the network's faults
 played by a proxy in front of it (`StoreProxy`): a collector stalled before its delete, a
-commit the store refused. Each test reads the rows back from the home."""
+commit whose reply was lost, alone or while the store was out of reach long enough for
+other writers to commit and collect, and one the store refused. Each test reads the rows
+back from the home."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from test_home import generation, rows, store_home, working_copy
 
 from hyper_assets import HyperIOManager
 from hyper_assets.collect import collect
-from hyper_assets.errors import HomeStoreError
+from hyper_assets.errors import HomeConflictError, HomeStoreError
 from hyper_assets.generations import Generations
 from hyper_assets.home import HomeSettings, HyperDatabase
 from hyper_assets.lease import Lease
@@ -108,6 +110,34 @@ def test_a_collector_stalled_before_its_delete_spares_a_later_generations_chunks
     assert rows(hyper, home.uri, tmp_path / "read", SALES) == [["2024-01-01", 3]]
 
 
+def test_a_commit_whose_reply_was_lost_is_reported_committed(bucket, proxy, tmp_path, hyper):
+    """The manifest's create reaches the store, its reply does not: the write committed,
+    so it succeeds, and its rows are in the home once."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.lose_reply(is_manifest)
+    assert append(uri, "lost", through(proxy, working_dir=str(tmp_path / "lost")))
+    assert proxy.reached.is_set() and generation(uri) == 2
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["lost", 3]]
+
+
+def test_a_commit_whose_reply_was_lost_and_could_not_be_checked_may_be_committed(
+    bucket, proxy, tmp_path, hyper
+):
+    """The manifest's create reaches the store, its reply does not, and the store refuses
+    to say whether it holds the manifest: the write fails, saying it may be committed and
+    how to tell, never that nothing was."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.lose_reply(is_manifest)
+    proxy.refuse(lambda method, path: method == "GET" and path.endswith(f"/manifest/{2:020d}.json"))
+    with pytest.raises(HomeStoreError, match="may be committed") as refused:
+        append(uri, "unknown", through(proxy, working_dir=str(tmp_path / "unknown")))
+    assert "nothing was committed" not in str(refused.value)
+    assert generation(uri) == 2
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["unknown", 3]]
+
+
 def test_a_commit_the_store_refused_is_reported_refused(bucket, proxy, tmp_path, hyper):
     """The manifest's create is answered 403 and never reaches the store: nothing was
     committed, and the write says so."""
@@ -118,3 +148,34 @@ def test_a_commit_the_store_refused_is_reported_refused(bucket, proxy, tmp_path,
         append(uri, "refused", through(proxy, working_dir=str(tmp_path / "refused")))
     assert proxy.reached.is_set() and generation(uri) == 1
     assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3]]
+
+
+def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy, tmp_path, hyper):
+    """The manifest's create reaches the store, then the store is out of reach of that
+    writer (its lease renewals too) while two other writers commit, each collecting all
+    but the newest generation. Its reply lost, the writer finds its manifest, kept: it
+    succeeds, and each write's rows are in the home once. A stalled writer's commit of
+    an old number is still refused."""
+    uri = f"s3://{bucket}/{KEY}"
+    collecting = HomeSettings(keep_generations=1, keep_seconds=0, lease_seconds=1)
+    assert append(uri, "first", collecting.model_copy(update={"working_dir": str(tmp_path / "1")}))
+    proxy.lose_reply(is_manifest, partition=True)
+    with ThreadPoolExecutor(1) as pool:
+        cut_off = pool.submit(
+            append, uri, "cut off", through(proxy, working_dir=str(tmp_path / "c"), lease_seconds=1)
+        )
+        assert proxy.reached.wait(60)
+        for label in ("second", "third"):
+            settings = collecting.model_copy(update={"working_dir": str(tmp_path / label)})
+            assert append(uri, label, settings)
+        assert generation(uri) == 4
+        proxy.heal()
+        assert cut_off.result(120)
+    expected = [["cut off", 3], ["first", 3], ["second", 3], ["third", 3]]
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == expected
+
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    stale = generations.read(1)
+    with pytest.raises(HomeConflictError, match="generation 2"):
+        generations.commit(stale, working_copy(tmp_path / "s", **{"shop.hyper": b"x"}), "stale")
