@@ -90,7 +90,7 @@ def test_a_collector_stalled_before_its_delete_spares_a_later_generations_chunks
     generations.commit(one, copy, "second")
 
     store = home.connect(through(proxy))
-    lease = Lease(store, home.uri, seconds=1, timeout_seconds=5)
+    lease = Lease(store, home.uri, seconds=3, timeout_seconds=5)
     lease.acquire()  # no heartbeat: its process stalls with its request
     proxy.stall(lambda method, path: method == "POST" and "delete" in path)
     with ThreadPoolExecutor(1) as pool:
@@ -99,8 +99,7 @@ def test_a_collector_stalled_before_its_delete_spares_a_later_generations_chunks
         )
         assert proxy.reached.wait(30)
         writer = HyperDatabase(
-            database=home.uri,
-            settings=HomeSettings(working_dir=str(tmp_path / "writer"), lease_seconds=1),
+            database=home.uri, settings=HomeSettings(working_dir=str(tmp_path / "writer"))
         )
         with writer.writing() as database:  # once the collector's lease expired
             database.write_bytes(files[0])
@@ -162,7 +161,7 @@ def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy,
     proxy.lose_reply(is_manifest, partition=True)
     with ThreadPoolExecutor(1) as pool:
         cut_off = pool.submit(
-            append, uri, "cut off", through(proxy, working_dir=str(tmp_path / "c"), lease_seconds=1)
+            append, uri, "cut off", through(proxy, working_dir=str(tmp_path / "c"), lease_seconds=2)
         )
         assert proxy.reached.wait(60)
         for label in ("second", "third"):
