@@ -2,18 +2,20 @@
 
 Hyper changes a file in place, block by block: a one-day replace rewrites a few
 megabytes of a file of hundreds (docs/performance.md, "The extract's home"). A file is
-cut into fixed-size chunks, each stored once as `chunks/<sha256>` (the name is the hash
-of the bytes, so an object never changes, and two writers that upload the same chunk
-write the same bytes). A commit uploads only the chunks its base generation lacks; a
-download copies from the working copy every chunk whose bytes it still holds at the same
-place, fetches the others, and checks every chunk's hash.
+cut into fixed-size chunks. A commit names again the chunks of its base generation whose
+bytes it still holds, and uploads each other chunk once as `chunks/<sha256>.<token>`, a
+key of the new generation's own (`token` is its manifest's): never a chunk the store
+holds for another reason, which a collector that listed the home before may be deleting
+(`hyper_assets.collect`). An object never changes. A download copies from the working
+copy every chunk whose bytes it still holds at the same place, fetches the others, and
+checks every chunk's hash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +54,10 @@ class Transfer:
         return Transfer(self.moved + other.moved, self.kept + other.kept)
 
 
-def chunk_key(sha256: str) -> str:
-    return f"{CHUNKS}{sha256}"
+def chunk_key(sha256: str, token: str = "") -> str:
+    """The object of a chunk: `chunks/<sha256>.<token>` as the generation of `token`
+    uploaded it, or `chunks/<sha256>` as manifests of format 2 named it."""
+    return f"{CHUNKS}{sha256}.{token}" if token else f"{CHUNKS}{sha256}"
 
 
 def _blocks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
@@ -65,21 +69,23 @@ def _blocks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
 
 
 def upload(
-    store: ObjectStore, path: Path, stored: Collection[str]
+    store: ObjectStore, path: Path, named: MutableMapping[str, str], token: str
 ) -> tuple[tuple[Part, ...], Transfer]:
-    """Cuts `path` into chunks and uploads those whose keys are not in `stored` (the
-    objects the base generation names: present in the store while it is current)."""
+    """Cuts `path` into chunks: one in `named` (SHA-256 to key: the base generation's
+    chunks, and those this commit uploaded) is named again, any other is uploaded as
+    `chunk_key(sha256, token)` and added to `named`."""
     parts, transfer = [], Transfer()
     for offset, block in _blocks(path, CHUNK_SIZE):
         digest = hashlib.sha256(block).hexdigest()
-        part = Part(chunk_key(digest), offset, len(block), digest)
-        if part.key in stored:
-            transfer += Transfer(kept=len(block))
-        else:
-            with suppress(AlreadyExistsError):  # uploaded by another write: the same bytes
-                obstore.put(store, part.key, block, mode="create")
+        key = named.get(digest)
+        if key is None:
+            key = named[digest] = chunk_key(digest, token)
+            with suppress(AlreadyExistsError):  # a retried put whose first one landed
+                obstore.put(store, key, block, mode="create")
             transfer += Transfer(moved=len(block))
-        parts.append(part)
+        else:
+            transfer += Transfer(kept=len(block))
+        parts.append(Part(key, offset, len(block), digest))
     return tuple(parts), transfer
 
 

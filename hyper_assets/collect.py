@@ -10,10 +10,14 @@ A writer collects right after every `keep`-th commit, under its lease. It keeps:
 - every object younger than `grace_seconds`: a writer may have uploaded it and not yet
   committed (a stalled writer's commit is fenced by its lease, but its upload is not).
 
-and deletes the other objects under `chunks/` and `generations/`. Ages are counted on the
-store's clock (the objects' last-modified times, against the newest object of the home),
-never on this machine's. Manifests are never deleted (a deleted manifest could be created
-again by a stalled writer); `lease.json` is the lease's.
+and deletes the other objects under `chunks/` and `generations/`. None of them is named
+again: a commit names only its base generation's chunks (the newest listed, or a newer
+one) and the chunks it uploads under keys of its own (`hyper_assets.chunks`), so a
+collector whose delete lands late, after its lease was lost, deletes nothing a later
+generation names. Ages are counted on the store's clock (the objects' last-modified
+times, against the newest object of the home), never on this machine's. Manifests are
+never deleted (a deleted manifest could be created again by a stalled writer);
+`lease.json` is the lease's.
 """
 
 from __future__ import annotations

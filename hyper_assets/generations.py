@@ -2,9 +2,11 @@
 
 Under the home's prefix (`s3://bucket/path/shop.hyper/`):
 
-- `chunks/<sha256>`: the bytes of the files of committed states (the `.hyper` file, its
-  outbox and the state kept beside it), cut into content-addressed chunks
-  (`hyper_assets.chunks`), each written once and never changed;
+- `chunks/<sha256>.<token>`: the bytes of the files of committed states (the `.hyper`
+  file, its outbox and the state kept beside it), cut into chunks (`hyper_assets.chunks`),
+  each uploaded by the generation whose manifest's token it carries, and named again by
+  the next generations while their files hold its bytes; written once, never changed
+  (`chunks/<sha256>`: one of manifests of format 2, shared by any generation);
 - `manifest/<n>.json`: generation n's files, each as its list of chunks. Creating it with
   the store's create-if-absent write (S3 `If-None-Match: *`) is the commit: of two
   writers that both start from generation n - 1, one creates `manifest/<n>.json`, the
@@ -34,16 +36,23 @@ from pathlib import Path
 from typing import Any
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, BaseError
+from obstore.exceptions import BaseError
 from obstore.store import ObjectStore
 
 from hyper_assets import chunks
 from hyper_assets._files import write_json
-from hyper_assets.chunks import Part, Transfer, chunk_key
-from hyper_assets.errors import CorruptFileError, HomeConflictError, HomeStoreError
+from hyper_assets.chunks import CHUNKS, Part, Transfer, chunk_key
+from hyper_assets.errors import (
+    CorruptFileError,
+    HomeConflictError,
+    HomeStoreError,
+    UnknownFormatVersionError,
+)
 
-FORMAT = 2  # 1: each file one object under generations/; 2: content-addressed chunks
-READS = (1, 2)
+#: 1: each file one object under generations/; 2: chunks under their SHA-256, shared by
+#: every generation; 3: chunks under keys of the generation that uploaded them.
+FORMAT = 3
+READS = (1, 2, 3)
 MANIFESTS = "manifest/"
 _DIGITS = 20  # manifest numbers are zero-padded: the store lists them in order
 MARKER = ".generation.json"
@@ -58,7 +67,7 @@ class StoredFile:
     parts: tuple[Part, ...]
 
     def to_record(self) -> dict[str, Any]:
-        chunks = [{"sha256": p.sha256, "size": p.size} for p in self.parts]
+        chunks = [_chunk_record(p) for p in self.parts]
         return {"path": self.path, "size": self.size, "chunks": chunks}
 
     @classmethod
@@ -70,11 +79,19 @@ class StoredFile:
         parts, offset = [], 0
         for chunk in record["chunks"]:
             digest, length = str(chunk["sha256"]), int(chunk["size"])
-            parts.append(Part(chunk_key(digest), offset, length, digest))
+            key = chunk_key(digest, str(chunk.get("token", "")))
+            parts.append(Part(key, offset, length, digest))
             offset += length
         if offset != size:
             raise ValueError(f"the chunks of {record['path']} hold {offset} bytes, not {size}")
         return cls(str(record["path"]), size, tuple(parts))
+
+
+def _chunk_record(part: Part) -> dict[str, Any]:
+    """A chunk as a manifest names it: its hash, size, and the token of its key (none for
+    a chunk of format 2)."""
+    token = part.key.removeprefix(chunk_key(part.sha256)).removeprefix(".")
+    return {"sha256": part.sha256, "size": part.size} | ({"token": token} if token else {})
 
 
 @dataclass(frozen=True)
@@ -98,6 +115,10 @@ class Manifest:
         """The objects its files are made of."""
         return frozenset(p.key for f in self.files for p in f.parts)
 
+    def chunks(self) -> dict[str, str]:
+        """Its chunks' keys by their SHA-256 (whole files of format 1 left out)."""
+        return {p.sha256: p.key for f in self.files for p in f.parts if p.key.startswith(CHUNKS)}
+
     def to_bytes(self) -> bytes:
         body = {
             "format": FORMAT,
@@ -116,7 +137,11 @@ class Manifest:
             record: dict[str, Any] = json.loads(body)
             version = record["format"]
             if version not in READS:
-                raise ValueError(f"format {version}, this library reads {READS}")
+                raise UnknownFormatVersionError(
+                    f"{where} is of manifest format {version!r}, and this version of "
+                    f"hyper-assets reads formats {', '.join(map(str, READS))}; nothing was "
+                    "changed. It was written by a newer hyper-assets: upgrade this one."
+                )
             return cls(
                 number=int(record["number"]),
                 token=str(record["token"]),
@@ -146,12 +171,21 @@ def store_errors(where: str, *, missing: bool = True) -> Iterator[None]:
     except (BaseError, FileNotFoundError) as error:
         if isinstance(error, FileNotFoundError) and not missing:
             raise
-        raise HomeStoreError(
-            f"The store of {where} failed ({str(error).splitlines()[0]}); nothing was "
-            "committed. Check the bucket or container, the store's settings or environment "
-            "(S3: AWS_ENDPOINT_URL, keys, region; Azure: AZURE_STORAGE_ACCOUNT_NAME and its "
-            "key or endpoint) and that this machine reaches the store."
-        ) from error
+        raise store_error(where, error) from error
+
+
+def store_error(where: str, error: Exception) -> HomeStoreError:
+    """The store's `error`, after which nothing was committed."""
+    return HomeStoreError(
+        f"The store of {where} failed ({_first_line(error)}); nothing was committed. Check "
+        "the bucket or container, the store's settings or environment (S3: "
+        "AWS_ENDPOINT_URL, keys, region; Azure: AZURE_STORAGE_ACCOUNT_NAME and its key or "
+        "endpoint) and that this machine reaches the store."
+    )
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 class Generations:
@@ -185,20 +219,21 @@ class Generations:
         lease_id: str,
         fence: Callable[[], None] = lambda: None,
     ) -> Manifest:
-        """Uploads the chunks of the working copy's files that `base` lacks and makes
-        them generation `base + 1` (returns `base` when they are its files).
+        """Uploads the chunks of the working copy's files that `base` lacks, under keys of
+        the new generation's own, and makes them generation `base + 1` (returns `base`
+        when they are its files).
 
         `fence` runs between the upload and the commit (the lease's renewal: it raises
         when the lease was lost, so nothing is committed). Raises `HomeConflictError` if
         another writer committed that generation first; this one's uploaded chunks are
         then orphans, and the current generation is theirs. `sent` holds the bytes moved.
         """
-        number = (base.number if base else 0) + 1
-        stored = base.keys if base else frozenset()
+        number, token = (base.number if base else 0) + 1, uuid.uuid4().hex[:12]
+        named = base.chunks() if base else {}
         files, self.sent = [], Transfer()
         with store_errors(self.where):
             for path, local in working.files():
-                parts, transfer = chunks.upload(self.store, local, stored)
+                parts, transfer = chunks.upload(self.store, local, named, token)
                 files.append(StoredFile(path, sum(p.size for p in parts), parts))
                 self.sent += transfer
             if base is not None and tuple(files) == base.files:
@@ -206,23 +241,45 @@ class Generations:
                 return base
             manifest = Manifest(
                 number,
-                uuid.uuid4().hex[:12],
+                token,
                 base.extract_id if base else uuid.uuid4().hex,
                 lease_id,
                 tuple(files),
                 datetime.now(UTC).isoformat(),
             )
             fence()
-            try:
-                obstore.put(self.store, manifest.key, manifest.to_bytes(), mode="create")
-            except AlreadyExistsError as error:
-                raise HomeConflictError(
-                    f"Another writer committed generation {number} of {self.where} while "
-                    "this write ran (its lease expired meanwhile); nothing of this write "
-                    "was committed. Run it again: it starts from their generation."
-                ) from error
+        self._create(manifest)
         working.mark(manifest)
         return manifest
+
+    def _create(self, manifest: Manifest) -> None:
+        """Creates `manifest`'s object: the commit. When the store answers with an error
+        (a reply lost, a retried create refused by the first one's object), the object
+        tells whether it committed: it holds this manifest's token (committed), another's
+        (`HomeConflictError`), or is absent (`HomeStoreError`: nothing committed)."""
+        try:
+            obstore.put(self.store, manifest.key, manifest.to_bytes(), mode="create")
+            return
+        except (BaseError, FileNotFoundError) as error:
+            failed = error
+        try:
+            body = bytes(obstore.get(self.store, manifest.key).bytes())
+        except FileNotFoundError:
+            raise store_error(self.where, failed) from failed
+        except BaseError as error:
+            raise HomeStoreError(
+                f"This write to {self.where} may be committed: the store failed when it "
+                f"created {manifest.key}, the commit ({_first_line(failed)}), and again when "
+                f"asked whether it had ({_first_line(error)}). It is committed if "
+                f"{manifest.key} holds token {manifest.token!r}: check that before running "
+                "it again (an append run twice adds its rows twice)."
+            ) from error
+        if Manifest.parse(body, f"{self.where}/{manifest.key}").token != manifest.token:
+            raise HomeConflictError(
+                f"Another writer committed generation {manifest.number} of {self.where} "
+                "while this write ran (its lease expired meanwhile); nothing of this write "
+                "was committed. Run it again: it starts from their generation."
+            ) from failed
 
     def download(self, manifest: Manifest | None, working: WorkingCopy) -> Transfer | None:
         """Makes the working copy equal to `manifest` (empty for None), fetching only the

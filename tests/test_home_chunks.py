@@ -1,6 +1,7 @@
 """Generations as content-addressed chunks, against moto's S3 server on loopback: a commit
 uploads only the chunks its base lacks, a download fetches only the chunks the working
-copy lacks and checks them, manifests of format 1 (whole files) are still read, and old
+copy lacks and checks them, manifests of formats 1 (whole files) and 2 (chunks shared by
+every generation) are still read and unknown ones refused, and old
 generations and orphans are deleted while every kept generation stays whole."""
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from helpers import query
 from test_home import contents, store_home, working_copy
 
 from hyper_assets import HyperIOManager
-from hyper_assets.chunks import CHUNK_SIZE, Transfer
+from hyper_assets.chunks import CHUNK_SIZE, Transfer, chunk_key
 from hyper_assets.collect import collect
-from hyper_assets.errors import CorruptFileError
+from hyper_assets.errors import CorruptFileError, UnknownFormatVersionError
 from hyper_assets.generations import Generations, WorkingCopy
 from hyper_assets.home import HomeSettings, HyperDatabase
 
@@ -51,7 +52,7 @@ def test_a_commit_uploads_only_the_chunks_its_base_lacks(bucket, tmp_path):
     (copy.directory / "shop.hyper").write_bytes(bytes(body))
     two = generations.commit(one, copy, "lease")
     added = {k: n for k, n in stored(bucket).items() if k not in before}
-    chunk = f"chunks/{hashlib.sha256(body[3 * CHUNK_SIZE : 4 * CHUNK_SIZE]).hexdigest()}"
+    chunk = chunk_key(hashlib.sha256(body[3 * CHUNK_SIZE : 4 * CHUNK_SIZE]).hexdigest(), two.token)
     assert set(added) == {chunk, "manifest/00000000000000000002.json"}
     assert added[chunk] == CHUNK_SIZE == generations.sent.moved
     assert generations.sent.kept == 7 * CHUNK_SIZE
@@ -110,6 +111,58 @@ def test_generations_written_as_whole_files_are_still_read(bucket, tmp_path, hyp
     assert current is not None and current.number == 2 and current.extract_id == "e1"
     assert all(p.key.startswith("chunks/") for f in current.files for p in f.parts)
     assert read_days(hyper, uri, tmp_path / "r") == [["2024-01-01", 3], ["2024-01-02", 3]]
+
+
+def test_generations_of_shared_chunks_are_still_read_and_unknown_formats_refused(
+    bucket, tmp_path, hyper
+):
+    """A home committed by the previous version (manifest format 2: chunks under their
+    SHA-256 alone) is read, and the next write names again the chunks it keeps and
+    uploads the others under keys of its own generation. A manifest of a format this
+    library does not know is refused, and nothing is written."""
+    local = tmp_path / "old" / "shop.hyper"
+    writer = HyperIOManager(database=str(local))
+    assert materialize(
+        [sales], partition_key="2024-01-01", resources={"io_manager": writer}
+    ).success
+    body, s3, chunks = local.read_bytes(), boto3.client("s3"), []
+    for offset in range(0, len(body), CHUNK_SIZE):
+        block = body[offset : offset + CHUNK_SIZE]
+        digest = hashlib.sha256(block).hexdigest()
+        s3.put_object(Bucket=bucket, Key=f"{KEY}/chunks/{digest}", Body=block)
+        chunks.append({"sha256": digest, "size": len(block)})
+    manifest = {
+        "format": 2,
+        "number": 1,
+        "token": "abc",
+        "extract_id": "e2",
+        "lease_id": "old",
+        "files": [{"path": "shop.hyper", "size": len(body), "chunks": chunks}],
+        "committed_at": "2026-01-01T00:00:00+00:00",
+    }
+    s3.put_object(
+        Bucket=bucket, Key=f"{KEY}/manifest/{1:020d}.json", Body=json.dumps(manifest).encode()
+    )
+    uri = f"s3://{bucket}/{KEY}"
+    home = HyperIOManager(database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / "w")))
+    assert materialize([sales], partition_key="2024-01-02", resources={"io_manager": home}).success
+    generations = Generations(store_home(bucket).connect(), uri, "shop.hyper")
+    current = generations.current()
+    assert current is not None and (current.number, current.extract_id) == (2, "e2")
+    shared = {f"chunks/{c['sha256']}" for c in chunks}
+    own = {p.key for f in current.files for p in f.parts} - shared
+    assert own and all(k.startswith("chunks/") and k.endswith(f".{current.token}") for k in own)
+    assert read_days(hyper, uri, tmp_path / "r") == [["2024-01-01", 3], ["2024-01-02", 3]]
+
+    newer = {**manifest, "format": 99, "number": 3}
+    s3.put_object(
+        Bucket=bucket, Key=f"{KEY}/manifest/{3:020d}.json", Body=json.dumps(newer).encode()
+    )
+    with pytest.raises(UnknownFormatVersionError, match="manifest format 99"):
+        generations.current()
+    with pytest.raises(UnknownFormatVersionError):
+        materialize([sales], partition_key="2024-01-03", resources={"io_manager": home})
+    assert generations.numbers() == [1, 2, 3]
 
 
 def test_old_generations_and_orphans_are_deleted_and_kept_ones_stay_whole(bucket, tmp_path):

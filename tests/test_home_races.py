@@ -1,0 +1,180 @@
+"""Races of an object-store home against moto's S3 server on loopback, the network's faults
+played by a proxy in front of it (`StoreProxy`): a collector stalled before its delete, a
+commit whose reply was lost, alone or while the store was out of reach long enough for
+other writers to commit and collect, and one the store refused. Each test reads the rows
+back from the home."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import test_home
+from dagster import AssetsDefinition, DailyPartitionsDefinition, asset, materialize
+from object_stores import StoreProxy
+from test_home import generation, rows, store_home, working_copy
+
+from hyper_assets import HyperIOManager
+from hyper_assets.collect import collect
+from hyper_assets.errors import HomeConflictError, HomeStoreError
+from hyper_assets.generations import Generations
+from hyper_assets.home import HomeSettings, HyperDatabase
+from hyper_assets.lease import Lease
+from hyper_assets.stores import S3Settings
+
+moto_s3, bucket = test_home.moto_s3, test_home.bucket  # its fixtures
+KEY = "extracts/shop.hyper"
+DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
+SALES = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
+EVENTS = 'SELECT label, COUNT(*) FROM "Extract"."events" GROUP BY 1 ORDER BY 1'
+
+
+@asset(partitions_def=DAYS, metadata={"partition_expr": "day"})
+def sales(context) -> pa.Table:
+    day = date.fromisoformat(context.partition_key)
+    return pa.table({"day": [day] * 3, "id": pa.array([1, 2, 3], pa.int64())})
+
+
+def events(label: str) -> AssetsDefinition:
+    """An asset that appends three rows tagged `label` to `events`."""
+
+    @asset(name="events", metadata={"write_mode": "append"})
+    def appended() -> pa.Table:
+        return pa.table({"id": pa.array([1, 2, 3], pa.int64()), "label": [label] * 3})
+
+    return appended
+
+
+@pytest.fixture
+def proxy(moto_s3: str) -> Iterator[StoreProxy]:
+    with StoreProxy(moto_s3) as started:
+        yield started
+
+
+def through(proxy: StoreProxy, **settings: Any) -> HomeSettings:
+    """Home settings that reach the store through `proxy`."""
+    return HomeSettings(s3=S3Settings(endpoint_url=proxy.url), **settings)
+
+
+def is_manifest(method: str, path: str) -> bool:
+    return method == "PUT" and "/manifest/" in path
+
+
+def append(uri: str, label: str, settings: HomeSettings) -> bool:
+    io_manager = HyperIOManager(database=uri, home_settings=settings)
+    return materialize([events(label)], resources={"io_manager": io_manager}).success
+
+
+def test_a_collector_stalled_before_its_delete_spares_a_later_generations_chunks(
+    bucket, proxy, tmp_path, hyper
+):
+    """The collector lists the home, renews its lease, and its delete request stalls past
+    the lease. A writer takes the lease over and commits a file that holds a chunk of
+    generation 1 again (here: the file restored to generation 1's bytes), a chunk the
+    collector listed as no kept generation's. The delete then lands; the generation the
+    writer committed still downloads whole."""
+    local = HyperIOManager(database=str(tmp_path / "local" / "shop.hyper"))
+    files = []
+    for day in ("2024-01-01", "2024-01-02"):
+        assert materialize([sales], partition_key=day, resources={"io_manager": local}).success
+        files.append((tmp_path / "local" / "shop.hyper").read_bytes())
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    copy = working_copy(tmp_path / "w", **{"shop.hyper": files[0]})
+    one = generations.commit(None, copy, "first")
+    (copy.directory / "shop.hyper").write_bytes(files[1])
+    generations.commit(one, copy, "second")
+
+    store = home.connect(through(proxy))
+    lease = Lease(store, home.uri, seconds=3, timeout_seconds=5)
+    lease.acquire()  # no heartbeat: its process stalls with its request
+    proxy.stall(lambda method, path: method == "POST" and "delete" in path)
+    with ThreadPoolExecutor(1) as pool:
+        collecting = pool.submit(
+            collect, Generations(store, home.uri, home.name), 1, 0.0, lease.renew
+        )
+        assert proxy.reached.wait(30)
+        writer = HyperDatabase(
+            database=home.uri, settings=HomeSettings(working_dir=str(tmp_path / "writer"))
+        )
+        with writer.writing() as database:  # once the collector's lease expired
+            database.write_bytes(files[0])
+        proxy.heal()
+        assert collecting.result(60).deleted_objects == 1  # generation 1's chunk
+    assert generation(home.uri) == 3
+    assert rows(hyper, home.uri, tmp_path / "read", SALES) == [["2024-01-01", 3]]
+
+
+def test_a_commit_whose_reply_was_lost_is_reported_committed(bucket, proxy, tmp_path, hyper):
+    """The manifest's create reaches the store, its reply does not: the write committed,
+    so it succeeds, and its rows are in the home once."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.lose_reply(is_manifest)
+    assert append(uri, "lost", through(proxy, working_dir=str(tmp_path / "lost")))
+    assert proxy.reached.is_set() and generation(uri) == 2
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["lost", 3]]
+
+
+def test_a_commit_whose_reply_was_lost_and_could_not_be_checked_may_be_committed(
+    bucket, proxy, tmp_path, hyper
+):
+    """The manifest's create reaches the store, its reply does not, and the store refuses
+    to say whether it holds the manifest: the write fails, saying it may be committed and
+    how to tell, never that nothing was."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.lose_reply(is_manifest)
+    proxy.refuse(lambda method, path: method == "GET" and path.endswith(f"/manifest/{2:020d}.json"))
+    with pytest.raises(HomeStoreError, match="may be committed") as refused:
+        append(uri, "unknown", through(proxy, working_dir=str(tmp_path / "unknown")))
+    assert "nothing was committed" not in str(refused.value)
+    assert generation(uri) == 2
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["unknown", 3]]
+
+
+def test_a_commit_the_store_refused_is_reported_refused(bucket, proxy, tmp_path, hyper):
+    """The manifest's create is answered 403 and never reaches the store: nothing was
+    committed, and the write says so."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.refuse(is_manifest)
+    with pytest.raises(HomeStoreError, match="nothing was committed"):
+        append(uri, "refused", through(proxy, working_dir=str(tmp_path / "refused")))
+    assert proxy.reached.is_set() and generation(uri) == 1
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3]]
+
+
+def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy, tmp_path, hyper):
+    """The manifest's create reaches the store, then the store is out of reach of that
+    writer (its lease renewals too) while two other writers commit, each collecting all
+    but the newest generation. Its reply lost, the writer finds its manifest, kept: it
+    succeeds, and each write's rows are in the home once. A stalled writer's commit of
+    an old number is still refused."""
+    uri = f"s3://{bucket}/{KEY}"
+    collecting = HomeSettings(keep_generations=1, keep_seconds=0, lease_seconds=1)
+    assert append(uri, "first", collecting.model_copy(update={"working_dir": str(tmp_path / "1")}))
+    proxy.lose_reply(is_manifest, partition=True)
+    with ThreadPoolExecutor(1) as pool:
+        cut_off = pool.submit(
+            append, uri, "cut off", through(proxy, working_dir=str(tmp_path / "c"), lease_seconds=2)
+        )
+        assert proxy.reached.wait(60)
+        for label in ("second", "third"):
+            settings = collecting.model_copy(update={"working_dir": str(tmp_path / label)})
+            assert append(uri, label, settings)
+        assert generation(uri) == 4
+        proxy.heal()
+        assert cut_off.result(120)
+    expected = [["cut off", 3], ["first", 3], ["second", 3], ["third", 3]]
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == expected
+
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    stale = generations.read(1)
+    with pytest.raises(HomeConflictError, match="generation 2"):
+        generations.commit(stale, working_copy(tmp_path / "s", **{"shop.hyper": b"x"}), "stale")
