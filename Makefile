@@ -8,7 +8,7 @@ LOWEST := .venv-lowest
 # uv installs the environments (pip took about 2.5 minutes each; uv under one).
 UV := 'uv>=0.9,<1'
 # Two pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
-PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 .PHONY: test test-fast test-lowest lint demo ui bench bench-scale bench-home java browser azurite clean
 
