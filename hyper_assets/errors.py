@@ -29,6 +29,7 @@ HyperAssetsError
 │   ├── HomeConflictError           another writer committed a generation during this write
 │   ├── LeaseLostError              the write's lease expired: it may not commit
 │   └── HomeStoreError              the store failed or cannot be reached
+│       └── HomeCommitUnknownError  ... at the commit: the write may be committed; check it
 ├── ActionValidationError           an action batch that does not parse
 ├── TableauError                    talking to Tableau Server / Cloud
 │   ├── TableauConnectionError      no answer after every retry
@@ -164,7 +165,7 @@ class CompactionError(HyperFileError):
 
 class HomeError(HyperAssetsError):
     """The extract's object-store home refused or failed a step; the home's current
-    generation is as it was."""
+    generation is as it was (but after `HomeCommitUnknownError`)."""
 
 
 class HomeConflictError(HomeError):
@@ -177,6 +178,12 @@ class LeaseLostError(HomeError):
 
 class HomeStoreError(HomeError):
     """The object store failed or cannot be reached (its error quoted)."""
+
+
+class HomeCommitUnknownError(HomeStoreError):
+    """The store failed at the commit and could not tell whether it took place: the write
+    may be committed. The message names the manifest and the token that tell; an append
+    run again without checking them may add its rows twice."""
 
 
 class HyperStartError(HyperAssetsError):

@@ -44,6 +44,7 @@ from hyper_assets._files import write_json
 from hyper_assets.chunks import CHUNKS, Part, Transfer, chunk_key
 from hyper_assets.errors import (
     CorruptFileError,
+    HomeCommitUnknownError,
     HomeConflictError,
     HomeStoreError,
     UnknownFormatVersionError,
@@ -256,7 +257,8 @@ class Generations:
         """Creates `manifest`'s object: the commit. When the store answers with an error
         (a reply lost, a retried create refused by the first one's object), the object
         tells whether it committed: it holds this manifest's token (committed), another's
-        (`HomeConflictError`), or is absent (`HomeStoreError`: nothing committed)."""
+        (`HomeConflictError`), or is absent (`HomeStoreError`: nothing committed); when
+        it cannot be read, `HomeCommitUnknownError`."""
         try:
             obstore.put(self.store, manifest.key, manifest.to_bytes(), mode="create")
             return
@@ -267,19 +269,28 @@ class Generations:
         except FileNotFoundError:
             raise store_error(self.where, failed) from failed
         except BaseError as error:
-            raise HomeStoreError(
-                f"This write to {self.where} may be committed: the store failed when it "
-                f"created {manifest.key}, the commit ({_first_line(failed)}), and again when "
-                f"asked whether it had ({_first_line(error)}). It is committed if "
-                f"{manifest.key} holds token {manifest.token!r}: check that before running "
-                "it again (an append run twice adds its rows twice)."
-            ) from error
+            asked = f"again when asked whether it had ({_first_line(error)})"
+            raise self._unknown(manifest, failed, asked) from error
         if Manifest.parse(body, f"{self.where}/{manifest.key}").token != manifest.token:
             raise HomeConflictError(
                 f"Another writer committed generation {manifest.number} of {self.where} "
                 "while this write ran (its lease expired meanwhile); nothing of this write "
                 "was committed. Run it again: it starts from their generation."
             ) from failed
+
+    def _unknown(self, manifest: Manifest, failed: Exception, then: str) -> HomeCommitUnknownError:
+        """The commit of `manifest` failed with `failed`, and `then` (what failed next)
+        left unknown whether it took place."""
+        where = f"{self.where}/{manifest.key}"
+        return HomeCommitUnknownError(
+            f"This write to {self.where} may be committed: the store failed when it created "
+            f"{manifest.key}, the commit ({_first_line(failed)}), and {then}. Do not run it "
+            "again before checking: an append run twice adds its rows twice. It is "
+            f"committed if {where} holds token {manifest.token!r} (read it with the store's "
+            "console or CLI); if it holds another token, nothing of this write was "
+            "committed: run it again. If it is absent, the create may still land: check "
+            "again later."
+        )
 
     def download(self, manifest: Manifest | None, working: WorkingCopy) -> Transfer | None:
         """Makes the working copy equal to `manifest` (empty for None), fetching only the

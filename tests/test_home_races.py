@@ -20,7 +20,7 @@ from test_home import generation, rows, store_home, working_copy
 
 from hyper_assets import HyperIOManager
 from hyper_assets.collect import collect
-from hyper_assets.errors import HomeConflictError, HomeStoreError
+from hyper_assets.errors import HomeCommitUnknownError, HomeConflictError, HomeStoreError
 from hyper_assets.generations import Generations
 from hyper_assets.home import HomeSettings, HyperDatabase
 from hyper_assets.lease import Lease
@@ -130,9 +130,12 @@ def test_a_commit_whose_reply_was_lost_and_could_not_be_checked_may_be_committed
     assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
     proxy.lose_reply(is_manifest)
     proxy.refuse(lambda method, path: method == "GET" and path.endswith(f"/manifest/{2:020d}.json"))
-    with pytest.raises(HomeStoreError, match="may be committed") as refused:
+    with pytest.raises(HomeCommitUnknownError, match="may be committed") as unknown:
         append(uri, "unknown", through(proxy, working_dir=str(tmp_path / "unknown")))
-    assert "nothing was committed" not in str(refused.value)
+    token = Generations(store_home(bucket).connect(), uri, "shop.hyper").read(2).token
+    assert f"manifest/{2:020d}.json holds token {token!r}" in str(unknown.value)
+    assert "Do not run it again before checking" in str(unknown.value)
+    assert "nothing was committed" not in str(unknown.value)
     assert generation(uri) == 2
     assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["unknown", 3]]
 
