@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import obstore
-from obstore.exceptions import BaseError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+)
 from obstore.store import ObjectStore
 
 from hyper_assets import chunks
@@ -57,6 +62,9 @@ READS = (1, 2, 3)
 MANIFESTS = "manifest/"
 _DIGITS = 20  # manifest numbers are zero-padded: the store lists them in order
 MARKER = ".generation.json"
+#: obstore's errors for a request the store answered with a refusal (a 4xx status): it
+#: was not carried out, and no copy of it is on its way.
+REFUSALS = (PermissionDeniedError, UnauthenticatedError, AlreadyExistsError, FileNotFoundError)
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,8 @@ def store_errors(where: str, *, missing: bool = True) -> Iterator[None]:
 
 
 def store_error(where: str, error: Exception) -> HomeStoreError:
-    """The store's `error`, after which nothing was committed."""
+    """The store's `error`, where it leaves nothing committed: at a step before the
+    commit, or at a commit the store refused."""
     return HomeStoreError(
         f"The store of {where} failed ({_first_line(error)}); nothing was committed. Check "
         "the bucket or container, the store's settings or environment (S3: "
@@ -257,26 +266,47 @@ class Generations:
         """Creates `manifest`'s object: the commit. When the store answers with an error
         (a reply lost, a retried create refused by the first one's object), the object
         tells whether it committed: it holds this manifest's token (committed), another's
-        (`HomeConflictError`), or is absent (`HomeStoreError`: nothing committed); when
-        it cannot be read, `HomeCommitUnknownError`."""
+        (`HomeConflictError`), or is absent. Absent after the store refused the create
+        (`REFUSALS`), nothing was committed (`HomeStoreError`); after any other error (a
+        timeout: obstore does not retry a create), the create may still be on its way,
+        so it is sent again, and whichever lands first is the commit. When that cannot
+        be told, `HomeCommitUnknownError`."""
+        body = manifest.to_bytes()
         try:
-            obstore.put(self.store, manifest.key, manifest.to_bytes(), mode="create")
+            obstore.put(self.store, manifest.key, body, mode="create")
             return
         except (BaseError, FileNotFoundError) as error:
             failed = error
-        try:
-            body = bytes(obstore.get(self.store, manifest.key).bytes())
-        except FileNotFoundError:
+        token = self._token(manifest, failed)
+        if token is None and not isinstance(failed, REFUSALS):
+            try:
+                obstore.put(self.store, manifest.key, body, mode="create")
+                return
+            except AlreadyExistsError:  # the first create landed, or another writer's
+                token = self._token(manifest, failed)
+            except (BaseError, FileNotFoundError) as error:
+                sent = f"again when it was sent again ({_first_line(error)})"
+                raise self._unknown(manifest, failed, sent) from error
+        if token is None:
             raise store_error(self.where, failed) from failed
-        except BaseError as error:
-            asked = f"again when asked whether it had ({_first_line(error)})"
-            raise self._unknown(manifest, failed, asked) from error
-        if Manifest.parse(body, f"{self.where}/{manifest.key}").token != manifest.token:
+        if token != manifest.token:
             raise HomeConflictError(
                 f"Another writer committed generation {manifest.number} of {self.where} "
                 "while this write ran (its lease expired meanwhile); nothing of this write "
                 "was committed. Run it again: it starts from their generation."
             ) from failed
+
+    def _token(self, manifest: Manifest, failed: Exception) -> str | None:
+        """The token of the manifest the store holds at `manifest`'s number; None when
+        it holds none."""
+        try:
+            body = bytes(obstore.get(self.store, manifest.key).bytes())
+        except FileNotFoundError:
+            return None
+        except BaseError as error:
+            asked = f"again when asked whether it had ({_first_line(error)})"
+            raise self._unknown(manifest, failed, asked) from error
+        return Manifest.parse(body, f"{self.where}/{manifest.key}").token
 
     def _unknown(self, manifest: Manifest, failed: Exception, then: str) -> HomeCommitUnknownError:
         """The commit of `manifest` failed with `failed`, and `then` (what failed next)

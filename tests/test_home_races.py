@@ -1,11 +1,13 @@
 """Races of an object-store home against moto's S3 server on loopback, the network's faults
 played by a proxy in front of it (`StoreProxy`): a collector stalled before its delete, a
 commit whose reply was lost, alone or while the store was out of reach long enough for
-other writers to commit and collect, and one the store refused. Each test reads the rows
+other writers to commit and collect, one whose create was held past the client's timeout,
+and one the store refused. Each test reads the rows
 back from the home."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
@@ -150,6 +152,42 @@ def test_a_commit_the_store_refused_is_reported_refused(bucket, proxy, tmp_path,
         append(uri, "refused", through(proxy, working_dir=str(tmp_path / "refused")))
     assert proxy.reached.is_set() and generation(uri) == 1
     assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3]]
+
+
+def test_a_create_that_timed_out_is_sent_again(bucket, proxy, tmp_path, hyper):
+    """The manifest's create is held on its way past the client's timeout (obstore does
+    not retry a create that timed out), then delivered: the check finds no manifest, the
+    create is sent again and commits. The held one, delivered later, is refused by the
+    manifest it created: the rows are in the home once."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.stall(is_manifest)  # held until heal(), then relayed to the store
+    late = through(proxy, working_dir=str(tmp_path / "late"), request_timeout_seconds=3)
+    assert append(uri, "late", late)
+    proxy.heal()
+    assert proxy.reached.is_set() and generation(uri) == 2
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["late", 3]]
+
+
+def test_a_create_that_lands_after_the_check_is_never_reported_uncommitted(
+    bucket, proxy, tmp_path, hyper
+):
+    """As above, but the create sent again is refused (403): the held one may still land,
+    so the write says it may be committed, never that nothing was (a re-run would append
+    its rows twice). Delivered, the held create commits the write."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.stall(is_manifest)
+    proxy.refuse(is_manifest)  # the create sent again
+    late = through(proxy, working_dir=str(tmp_path / "late"), request_timeout_seconds=3)
+    with pytest.raises(HomeCommitUnknownError, match="may be committed") as unknown:
+        append(uri, "late", late)
+    assert "nothing was committed" not in str(unknown.value)
+    proxy.heal()
+    deadline = time.monotonic() + 30
+    while generation(uri) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["late", 3]]
 
 
 def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy, tmp_path, hyper):
