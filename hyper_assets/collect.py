@@ -31,8 +31,14 @@ from itertools import pairwise
 import obstore
 
 from hyper_assets.chunks import CHUNKS
-from hyper_assets.errors import HyperAssetsError
-from hyper_assets.generations import MANIFESTS, Generations, manifest_key, store_errors
+from hyper_assets.errors import HomeStoreError, HyperAssetsError, LeaseLostError
+from hyper_assets.generations import (
+    MANIFESTS,
+    Generations,
+    first_line,
+    manifest_key,
+    store_errors,
+)
 
 _log = logging.getLogger(__name__)
 WHOLE_FILES = "generations/"  # format 1
@@ -100,13 +106,32 @@ def collect(
 def collect_quietly(
     generations: Generations, keep: int, grace_seconds: float, fence: Callable[[], None]
 ) -> None:
-    """`collect` after a commit: a failure is a warning, since the rows are committed
-    (the next commit collects again)."""
+    """`collect` after a commit: a failure is a warning in the collector's words (the
+    errors' own speak of a write that was not committed), since the write is committed
+    and the next collecting commit tries again."""
+    where, again = generations.where, "The next collecting commit tries again."
     try:
         collect(generations, keep, grace_seconds, fence)
-    except HyperAssetsError as error:
+    except LeaseLostError:
         _log.warning(
-            "Old generations of %s were not deleted (%s); the next commit tries again.",
-            generations.where,
-            str(error).splitlines()[0],
+            "The write to %s is committed, but deleting old generations' objects stopped: "
+            "the write's lease was lost meanwhile (its renewal failed, or another writer "
+            "took it). %s",
+            where,
+            again,
+        )
+    except HomeStoreError as error:
+        _log.warning(
+            "The write to %s is committed, but old generations' objects were not deleted: "
+            "the store failed (%s). %s",
+            where,
+            first_line(error.__cause__ or error),
+            again,
+        )
+    except HyperAssetsError as error:  # a manifest that does not parse
+        _log.warning(
+            "The write to %s is committed, but old generations' objects were not deleted (%s). %s",
+            where,
+            first_line(error),
+            again,
         )

@@ -187,14 +187,14 @@ def store_error(where: str, error: Exception) -> HomeStoreError:
     """The store's `error`, where it leaves nothing committed: at a step before the
     commit, or at a commit the store refused."""
     return HomeStoreError(
-        f"The store of {where} failed ({_first_line(error)}); nothing was committed. Check "
+        f"The store of {where} failed ({first_line(error)}); nothing was committed. Check "
         "the bucket or container, the store's settings or environment (S3: "
         "AWS_ENDPOINT_URL, keys, region; Azure: AZURE_STORAGE_ACCOUNT_NAME and its key or "
         "endpoint) and that this machine reaches the store."
     )
 
 
-def _first_line(error: Exception) -> str:
+def first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
@@ -285,7 +285,7 @@ class Generations:
             except AlreadyExistsError:  # the first create landed, or another writer's
                 token = self._token(manifest, failed)
             except (BaseError, FileNotFoundError) as error:
-                sent = f"again when it was sent again ({_first_line(error)})"
+                sent = f"again when it was sent again ({first_line(error)})"
                 raise self._unknown(manifest, failed, sent) from error
         if token is None:
             raise store_error(self.where, failed) from failed
@@ -304,7 +304,7 @@ class Generations:
         except FileNotFoundError:
             return None
         except BaseError as error:
-            asked = f"again when asked whether it had ({_first_line(error)})"
+            asked = f"again when asked whether it had ({first_line(error)})"
             raise self._unknown(manifest, failed, asked) from error
         return Manifest.parse(body, f"{self.where}/{manifest.key}").token
 
@@ -314,7 +314,7 @@ class Generations:
         where = f"{self.where}/{manifest.key}"
         return HomeCommitUnknownError(
             f"This write to {self.where} may be committed: the store failed when it created "
-            f"{manifest.key}, the commit ({_first_line(failed)}), and {then}. Do not run it "
+            f"{manifest.key}, the commit ({first_line(failed)}), and {then}. Do not run it "
             "again before checking: an append run twice adds its rows twice. It is "
             f"committed if {where} holds token {manifest.token!r} (read it with the store's "
             "console or CLI); if it holds another token, nothing of this write was "

@@ -2,11 +2,12 @@
 played by a proxy in front of it (`StoreProxy`): a collector stalled before its delete, a
 commit whose reply was lost, alone or while the store was out of reach long enough for
 other writers to commit and collect, one whose create was held past the client's timeout,
-and one the store refused. Each test reads the rows
-back from the home."""
+and one the store refused: each test reads the rows back from the home. And the warnings
+of a collection after a commit that failed."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from object_stores import StoreProxy
 from test_home import generation, rows, store_home, working_copy
 
 from hyper_assets import HyperIOManager
-from hyper_assets.collect import collect
+from hyper_assets.collect import collect, collect_quietly
 from hyper_assets.errors import HomeCommitUnknownError, HomeConflictError, HomeStoreError
 from hyper_assets.generations import Generations
 from hyper_assets.home import HomeSettings, HyperDatabase
@@ -219,3 +220,49 @@ def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy,
     stale = generations.read(1)
     with pytest.raises(HomeConflictError, match="generation 2"):
         generations.commit(stale, working_copy(tmp_path / "s", **{"shop.hyper": b"x"}), "stale")
+
+
+def test_a_commit_found_after_its_lease_was_lost_warns_only_that_its_collection_stopped(
+    bucket, proxy, tmp_path, hyper, records
+):
+    """As above, but the cut-off writer's generation is a keep-th one: it collects after
+    finding its manifest, under the lease it lost meanwhile, so the collection stops. The
+    warning says the write is committed, never to run it again."""
+    uri = f"s3://{bucket}/{KEY}"
+    collecting = HomeSettings(keep_generations=1, keep_seconds=0, lease_seconds=1)
+    assert append(uri, "first", collecting.model_copy(update={"working_dir": str(tmp_path / "1")}))
+    proxy.lose_reply(is_manifest, partition=True)
+    cut_off_settings = through(
+        proxy, working_dir=str(tmp_path / "c"), lease_seconds=2, keep_generations=2, keep_seconds=0
+    )
+    with ThreadPoolExecutor(1) as pool:
+        cut_off = pool.submit(append, uri, "cut off", cut_off_settings)
+        assert proxy.reached.wait(60)
+        second = HomeSettings(lease_seconds=1, working_dir=str(tmp_path / "second"))
+        assert append(uri, "second", second)  # generation 3, which collects nothing
+        time.sleep(2.5)  # generation 1 stops being kept by the cut-off's grace (2 s)
+        proxy.heal()
+        assert cut_off.result(120)
+    expected = [["cut off", 3], ["first", 3], ["second", 3]]
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == expected
+    warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert [w for w in warned if "the write's lease was lost" in w], warned
+    assert not [w for w in warned if "Run it again" in w or "nothing of" in w], warned
+
+
+def test_a_collection_the_store_failed_warns_that_the_write_is_committed(
+    bucket, proxy, tmp_path, records
+):
+    """A collection after a commit whose delete the store refuses: the warning quotes the
+    store and says the write is committed, not that nothing was."""
+    home = store_home(bucket)
+    generations = Generations(home.connect(through(proxy)), home.uri, home.name)
+    copy = working_copy(tmp_path / "w", **{"shop.hyper": b"one"})
+    one = generations.commit(None, copy, "first")
+    (copy.directory / "shop.hyper").write_bytes(b"two")
+    generations.commit(one, copy, "first")
+    proxy.refuse(lambda method, path: method == "POST" and "delete" in path)
+    collect_quietly(generations, 1, 0.0, lambda: None)
+    warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "is committed" in warned[0], warned
+    assert "AccessDenied" in warned[0] and "nothing was committed" not in warned[0]
