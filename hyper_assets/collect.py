@@ -11,13 +11,17 @@ A writer collects right after every `keep`-th commit, under its lease. It keeps:
   committed (a stalled writer's commit is fenced by its lease, but its upload is not).
 
 and deletes the other objects under `chunks/` and `generations/`. None of them is named
-again: a commit names only its base generation's chunks (the newest listed, or a newer
-one) and the chunks it uploads under keys of its own (`hyper_assets.chunks`), so a
-collector whose delete lands late, after its lease was lost, deletes nothing a later
-generation names. Ages are counted on the store's clock (the objects' last-modified
-times, against the newest object of the home), never on this machine's. Manifests are
-never deleted (a deleted manifest could be created again by a stalled writer);
-`lease.json` is the lease's.
+again. The collector holds the lease from its own commit through its listing to the
+fence before its last delete request, so no commit falls between the listing and that
+fence: the newest generation listed is the current one then, and it is kept. A later
+commit names only its base generation's chunks (that generation or a newer one) and the
+chunks it uploads under keys of its own (`hyper_assets.chunks`), so a delete that lands
+late, after the lease was lost, deletes nothing a later generation names either.
+
+Ages are counted on the store's clock (the objects' last-modified times, against the
+newest object of the home), never on this machine's. Manifests are never deleted (a
+deleted manifest could be created again by a stalled writer); `lease.json` is the
+lease's.
 """
 
 from __future__ import annotations

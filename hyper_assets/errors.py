@@ -23,8 +23,8 @@ HyperAssetsError
 ├── ExtractRecreatedError           the file is not the extract Dagster recorded (lost, made anew)
 ├── HyperStartError                 hyperd could not start
 ├── StagingStoreError               the staging object store failed or cannot be reached
-├── CorruptFileError                an outbox, plan or state file that does not parse
-│   └── UnknownFormatVersionError   one written by a newer hyper-assets (its format_version)
+├── CorruptFileError                an outbox, plan, state file or manifest that does not parse
+│   └── UnknownFormatVersionError   one of a newer hyper-assets (format_version, manifest format)
 ├── HomeError                       the extract's object-store home; nothing was committed
 │   ├── HomeConflictError           another writer committed a generation during this write
 │   ├── LeaseLostError              the write's lease expired: it may not commit
@@ -196,12 +196,14 @@ class StagingStoreError(HyperAssetsError):
 
 
 class CorruptFileError(HyperAssetsError):
-    """A file kept beside a `.hyper` (outbox record, publish plan or state) cannot be read."""
+    """A file kept beside a `.hyper` (outbox record, publish plan or state), or a manifest
+    of an object-store home, cannot be read."""
 
 
 class UnknownFormatVersionError(CorruptFileError):
-    """An outbox record, plan or publish state of a `format_version` this library does not
-    know: written by a newer hyper-assets. Nothing was changed."""
+    """An outbox record, plan or publish state of a `format_version`, or a home's manifest
+    of a `format`, that this library does not know: written by a newer hyper-assets.
+    Nothing was changed."""
 
 
 # --- Action batches ------------------------------------------------------------------
