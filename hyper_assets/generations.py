@@ -88,8 +88,8 @@ class StoredFile:
         parts, offset = [], 0
         for chunk in record["chunks"]:
             digest, length = str(chunk["sha256"]), int(chunk["size"])
-            key = chunk_key(digest, str(chunk.get("token", "")))
-            parts.append(Part(key, offset, length, digest))
+            token = str(chunk.get("token", ""))
+            parts.append(Part(chunk_key(digest, token), offset, length, digest, token))
             offset += length
         if offset != size:
             raise ValueError(f"the chunks of {record['path']} hold {offset} bytes, not {size}")
@@ -99,8 +99,8 @@ class StoredFile:
 def _chunk_record(part: Part) -> dict[str, Any]:
     """A chunk as a manifest names it: its hash, size, and the token of its key (none for
     a chunk of format 2)."""
-    token = part.key.removeprefix(chunk_key(part.sha256)).removeprefix(".")
-    return {"sha256": part.sha256, "size": part.size} | ({"token": token} if token else {})
+    token = {"token": part.token} if part.token else {}
+    return {"sha256": part.sha256, "size": part.size} | token
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,9 @@ class Manifest:
         return frozenset(p.key for f in self.files for p in f.parts)
 
     def chunks(self) -> dict[str, str]:
-        """Its chunks' keys by their SHA-256 (whole files of format 1 left out)."""
-        return {p.sha256: p.key for f in self.files for p in f.parts if p.key.startswith(CHUNKS)}
+        """The tokens of its chunks' keys by their SHA-256 (whole files of format 1 left
+        out)."""
+        return {p.sha256: p.token for f in self.files for p in f.parts if p.key.startswith(CHUNKS)}
 
     def to_bytes(self) -> bytes:
         body = {
