@@ -299,7 +299,7 @@ class Generations:
 
     def _token(self, manifest: Manifest, failed: Exception) -> str | None:
         """The token of the manifest the store holds at `manifest`'s number; None when
-        it holds none."""
+        it holds none; `HomeCommitUnknownError` when the store does not answer."""
         try:
             body = bytes(obstore.get(self.store, manifest.key).bytes())
         except FileNotFoundError:
