@@ -34,12 +34,14 @@ CHUNK_SIZE = 256 << 10
 @dataclass(frozen=True)
 class Part:
     """`size` bytes of a file from `offset`, stored as object `key` (whose bytes hash to
-    `sha256`): a chunk, or a whole file of a manifest of format 1."""
+    `sha256`): a chunk, uploaded by the generation of `token` (none: a chunk of format
+    2), or a whole file of a manifest of format 1."""
 
     key: str
     offset: int
     size: int
     sha256: str
+    token: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,21 +73,21 @@ def _blocks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
 def upload(
     store: ObjectStore, path: Path, named: MutableMapping[str, str], token: str
 ) -> tuple[tuple[Part, ...], Transfer]:
-    """Cuts `path` into chunks: one in `named` (SHA-256 to key: the base generation's
-    chunks, and those this commit uploaded) is named again, any other is uploaded as
-    `chunk_key(sha256, token)` and added to `named`."""
+    """Cuts `path` into chunks: one in `named` (SHA-256 to the token of its key: the base
+    generation's chunks, and those this commit uploaded) is named again, any other is
+    uploaded as `chunk_key(sha256, token)` and added to `named`."""
     parts, transfer = [], Transfer()
     for offset, block in _blocks(path, CHUNK_SIZE):
         digest = hashlib.sha256(block).hexdigest()
-        key = named.get(digest)
-        if key is None:
-            key = named[digest] = chunk_key(digest, token)
+        owner = named.get(digest)
+        if owner is None:
+            owner = named[digest] = token
             with suppress(AlreadyExistsError):  # a retried put whose first one landed
-                obstore.put(store, key, block, mode="create")
+                obstore.put(store, chunk_key(digest, token), block, mode="create")
             transfer += Transfer(moved=len(block))
         else:
             transfer += Transfer(kept=len(block))
-        parts.append(Part(key, offset, len(block), digest))
+        parts.append(Part(chunk_key(digest, owner), offset, len(block), digest, owner))
     return tuple(parts), transfer
 
 

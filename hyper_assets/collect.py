@@ -11,13 +11,17 @@ A writer collects right after every `keep`-th commit, under its lease. It keeps:
   committed (a stalled writer's commit is fenced by its lease, but its upload is not).
 
 and deletes the other objects under `chunks/` and `generations/`. None of them is named
-again: a commit names only its base generation's chunks (the newest listed, or a newer
-one) and the chunks it uploads under keys of its own (`hyper_assets.chunks`), so a
-collector whose delete lands late, after its lease was lost, deletes nothing a later
-generation names. Ages are counted on the store's clock (the objects' last-modified
-times, against the newest object of the home), never on this machine's. Manifests are
-never deleted (a deleted manifest could be created again by a stalled writer);
-`lease.json` is the lease's.
+again. The collector holds the lease from its own commit through its listing to the
+fence before its last delete request, so no commit falls between the listing and that
+fence: the newest generation listed is the current one then, and it is kept. A later
+commit names only its base generation's chunks (that generation or a newer one) and the
+chunks it uploads under keys of its own (`hyper_assets.chunks`), so a delete that lands
+late, after the lease was lost, deletes nothing a later generation names either.
+
+Ages are counted on the store's clock (the objects' last-modified times, against the
+newest object of the home), never on this machine's. Manifests are never deleted (a
+deleted manifest could be created again by a stalled writer); `lease.json` is the
+lease's.
 """
 
 from __future__ import annotations
@@ -31,8 +35,14 @@ from itertools import pairwise
 import obstore
 
 from hyper_assets.chunks import CHUNKS
-from hyper_assets.errors import HyperAssetsError
-from hyper_assets.generations import MANIFESTS, Generations, manifest_key, store_errors
+from hyper_assets.errors import HomeStoreError, HyperAssetsError, LeaseLostError
+from hyper_assets.generations import (
+    MANIFESTS,
+    Generations,
+    first_line,
+    manifest_key,
+    store_errors,
+)
 
 _log = logging.getLogger(__name__)
 WHOLE_FILES = "generations/"  # format 1
@@ -100,13 +110,32 @@ def collect(
 def collect_quietly(
     generations: Generations, keep: int, grace_seconds: float, fence: Callable[[], None]
 ) -> None:
-    """`collect` after a commit: a failure is a warning, since the rows are committed
-    (the next commit collects again)."""
+    """`collect` after a commit: a failure is a warning in the collector's words (the
+    errors' own speak of a write that was not committed), since the write is committed
+    and the next collecting commit tries again."""
+    where, again = generations.where, "The next collecting commit tries again."
     try:
         collect(generations, keep, grace_seconds, fence)
-    except HyperAssetsError as error:
+    except LeaseLostError:
         _log.warning(
-            "Old generations of %s were not deleted (%s); the next commit tries again.",
-            generations.where,
-            str(error).splitlines()[0],
+            "The write to %s is committed, but deleting old generations' objects stopped: "
+            "the write's lease was lost meanwhile (its renewal failed, or another writer "
+            "took it). %s",
+            where,
+            again,
+        )
+    except HomeStoreError as error:
+        _log.warning(
+            "The write to %s is committed, but old generations' objects were not deleted: "
+            "the store failed (%s). %s",
+            where,
+            first_line(error.__cause__ or error),
+            again,
+        )
+    except HyperAssetsError as error:  # a manifest that does not parse
+        _log.warning(
+            "The write to %s is committed, but old generations' objects were not deleted (%s). %s",
+            where,
+            first_line(error),
+            again,
         )

@@ -23,12 +23,13 @@ HyperAssetsError
 ├── ExtractRecreatedError           the file is not the extract Dagster recorded (lost, made anew)
 ├── HyperStartError                 hyperd could not start
 ├── StagingStoreError               the staging object store failed or cannot be reached
-├── CorruptFileError                an outbox, plan or state file that does not parse
-│   └── UnknownFormatVersionError   one written by a newer hyper-assets (its format_version)
+├── CorruptFileError                an outbox, plan, state file or manifest that does not parse
+│   └── UnknownFormatVersionError   one of a newer hyper-assets (format_version, manifest format)
 ├── HomeError                       the extract's object-store home; nothing was committed
 │   ├── HomeConflictError           another writer committed a generation during this write
 │   ├── LeaseLostError              the write's lease expired: it may not commit
 │   └── HomeStoreError              the store failed or cannot be reached
+│       └── HomeCommitUnknownError  ... at the commit: the write may be committed; check it
 ├── ActionValidationError           an action batch that does not parse
 ├── TableauError                    talking to Tableau Server / Cloud
 │   ├── TableauConnectionError      no answer after every retry
@@ -165,7 +166,7 @@ class CompactionError(HyperFileError):
 
 class HomeError(HyperAssetsError):
     """The extract's object-store home refused or failed a step; the home's current
-    generation is as it was."""
+    generation is as it was (but after `HomeCommitUnknownError`)."""
 
 
 class HomeConflictError(HomeError):
@@ -180,6 +181,12 @@ class HomeStoreError(HomeError):
     """The object store failed or cannot be reached (its error quoted)."""
 
 
+class HomeCommitUnknownError(HomeStoreError):
+    """The store failed at the commit and could not tell whether it took place: the write
+    may be committed. The message names the manifest and the token that tell; an append
+    run again without checking them may add its rows twice."""
+
+
 class HyperStartError(HyperAssetsError):
     """hyperd could not start (its `parameters`, `log_dir`, or the machine); Hyper quoted."""
 
@@ -190,12 +197,14 @@ class StagingStoreError(HyperAssetsError):
 
 
 class CorruptFileError(HyperAssetsError):
-    """A file kept beside a `.hyper` (outbox record, publish plan or state) cannot be read."""
+    """A file kept beside a `.hyper` (outbox record, publish plan or state), or a manifest
+    of an object-store home, cannot be read."""
 
 
 class UnknownFormatVersionError(CorruptFileError):
-    """An outbox record or state, plan or publish state of a `format_version` this library
-    does not know: written by a newer hyper-assets. Nothing was changed."""
+    """An outbox record or state, plan or publish state of a `format_version`, or a home's
+    manifest of a `format`, that this library does not know: written by a newer
+    hyper-assets. Nothing was changed."""
 
 
 # --- Action batches ------------------------------------------------------------------

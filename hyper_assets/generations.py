@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import obstore
-from obstore.exceptions import BaseError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+)
 from obstore.store import ObjectStore
 
 from hyper_assets import chunks
@@ -44,6 +49,7 @@ from hyper_assets._files import write_json
 from hyper_assets.chunks import CHUNKS, Part, Transfer, chunk_key
 from hyper_assets.errors import (
     CorruptFileError,
+    HomeCommitUnknownError,
     HomeConflictError,
     HomeStoreError,
     UnknownFormatVersionError,
@@ -56,6 +62,9 @@ READS = (1, 2, 3)
 MANIFESTS = "manifest/"
 _DIGITS = 20  # manifest numbers are zero-padded: the store lists them in order
 MARKER = ".generation.json"
+#: obstore's errors for a request the store answered with a refusal (a 4xx status): it
+#: was not carried out, and no copy of it is on its way.
+REFUSALS = (PermissionDeniedError, UnauthenticatedError, AlreadyExistsError, FileNotFoundError)
 
 
 @dataclass(frozen=True)
@@ -79,8 +88,8 @@ class StoredFile:
         parts, offset = [], 0
         for chunk in record["chunks"]:
             digest, length = str(chunk["sha256"]), int(chunk["size"])
-            key = chunk_key(digest, str(chunk.get("token", "")))
-            parts.append(Part(key, offset, length, digest))
+            token = str(chunk.get("token", ""))
+            parts.append(Part(chunk_key(digest, token), offset, length, digest, token))
             offset += length
         if offset != size:
             raise ValueError(f"the chunks of {record['path']} hold {offset} bytes, not {size}")
@@ -90,8 +99,8 @@ class StoredFile:
 def _chunk_record(part: Part) -> dict[str, Any]:
     """A chunk as a manifest names it: its hash, size, and the token of its key (none for
     a chunk of format 2)."""
-    token = part.key.removeprefix(chunk_key(part.sha256)).removeprefix(".")
-    return {"sha256": part.sha256, "size": part.size} | ({"token": token} if token else {})
+    token = {"token": part.token} if part.token else {}
+    return {"sha256": part.sha256, "size": part.size} | token
 
 
 @dataclass(frozen=True)
@@ -116,8 +125,9 @@ class Manifest:
         return frozenset(p.key for f in self.files for p in f.parts)
 
     def chunks(self) -> dict[str, str]:
-        """Its chunks' keys by their SHA-256 (whole files of format 1 left out)."""
-        return {p.sha256: p.key for f in self.files for p in f.parts if p.key.startswith(CHUNKS)}
+        """The tokens of its chunks' keys by their SHA-256 (whole files of format 1 left
+        out)."""
+        return {p.sha256: p.token for f in self.files for p in f.parts if p.key.startswith(CHUNKS)}
 
     def to_bytes(self) -> bytes:
         body = {
@@ -175,16 +185,17 @@ def store_errors(where: str, *, missing: bool = True) -> Iterator[None]:
 
 
 def store_error(where: str, error: Exception) -> HomeStoreError:
-    """The store's `error`, after which nothing was committed."""
+    """The store's `error`, where it leaves nothing committed: at a step before the
+    commit, or at a commit the store refused."""
     return HomeStoreError(
-        f"The store of {where} failed ({_first_line(error)}); nothing was committed. Check "
+        f"The store of {where} failed ({first_line(error)}); nothing was committed. Check "
         "the bucket or container, the store's settings or environment (S3: "
         "AWS_ENDPOINT_URL, keys, region; Azure: AZURE_STORAGE_ACCOUNT_NAME and its key or "
         "endpoint) and that this machine reaches the store."
     )
 
 
-def _first_line(error: Exception) -> str:
+def first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
@@ -256,30 +267,61 @@ class Generations:
         """Creates `manifest`'s object: the commit. When the store answers with an error
         (a reply lost, a retried create refused by the first one's object), the object
         tells whether it committed: it holds this manifest's token (committed), another's
-        (`HomeConflictError`), or is absent (`HomeStoreError`: nothing committed)."""
+        (`HomeConflictError`), or is absent. Absent after the store refused the create
+        (`REFUSALS`), nothing was committed (`HomeStoreError`); after any other error (a
+        timeout: obstore does not retry a create), the create may still be on its way,
+        so it is sent again, and whichever lands first is the commit. When that cannot
+        be told, `HomeCommitUnknownError`."""
+        body = manifest.to_bytes()
         try:
-            obstore.put(self.store, manifest.key, manifest.to_bytes(), mode="create")
+            obstore.put(self.store, manifest.key, body, mode="create")
             return
         except (BaseError, FileNotFoundError) as error:
             failed = error
-        try:
-            body = bytes(obstore.get(self.store, manifest.key).bytes())
-        except FileNotFoundError:
+        token = self._token(manifest, failed)
+        if token is None and not isinstance(failed, REFUSALS):
+            try:
+                obstore.put(self.store, manifest.key, body, mode="create")
+                return
+            except AlreadyExistsError:  # the first create landed, or another writer's
+                token = self._token(manifest, failed)
+            except (BaseError, FileNotFoundError) as error:
+                sent = f"again when it was sent again ({first_line(error)})"
+                raise self._unknown(manifest, failed, sent) from error
+        if token is None:
             raise store_error(self.where, failed) from failed
-        except BaseError as error:
-            raise HomeStoreError(
-                f"This write to {self.where} may be committed: the store failed when it "
-                f"created {manifest.key}, the commit ({_first_line(failed)}), and again when "
-                f"asked whether it had ({_first_line(error)}). It is committed if "
-                f"{manifest.key} holds token {manifest.token!r}: check that before running "
-                "it again (an append run twice adds its rows twice)."
-            ) from error
-        if Manifest.parse(body, f"{self.where}/{manifest.key}").token != manifest.token:
+        if token != manifest.token:
             raise HomeConflictError(
                 f"Another writer committed generation {manifest.number} of {self.where} "
                 "while this write ran (its lease expired meanwhile); nothing of this write "
                 "was committed. Run it again: it starts from their generation."
             ) from failed
+
+    def _token(self, manifest: Manifest, failed: Exception) -> str | None:
+        """The token of the manifest the store holds at `manifest`'s number; None when
+        it holds none; `HomeCommitUnknownError` when the store does not answer."""
+        try:
+            body = bytes(obstore.get(self.store, manifest.key).bytes())
+        except FileNotFoundError:
+            return None
+        except BaseError as error:
+            asked = f"again when asked whether it had ({first_line(error)})"
+            raise self._unknown(manifest, failed, asked) from error
+        return Manifest.parse(body, f"{self.where}/{manifest.key}").token
+
+    def _unknown(self, manifest: Manifest, failed: Exception, then: str) -> HomeCommitUnknownError:
+        """The commit of `manifest` failed with `failed`, and `then` (what failed next)
+        left unknown whether it took place."""
+        where = f"{self.where}/{manifest.key}"
+        return HomeCommitUnknownError(
+            f"This write to {self.where} may be committed: the store failed when it created "
+            f"{manifest.key}, the commit ({first_line(failed)}), and {then}. Do not run it "
+            "again before checking: an append run twice adds its rows twice. It is "
+            f"committed if {where} holds token {manifest.token!r} (read it with the store's "
+            "console or CLI); if it holds another token, nothing of this write was "
+            "committed: run it again. If it is absent, the create may still land: check "
+            "again later."
+        )
 
     def download(self, manifest: Manifest | None, working: WorkingCopy) -> Transfer | None:
         """Makes the working copy equal to `manifest` (empty for None), fetching only the

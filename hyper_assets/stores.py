@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
@@ -40,6 +41,7 @@ from hyper_assets.generations import store_errors
 
 if TYPE_CHECKING:
     from obstore import PutMode, PutResult
+    from obstore.store import ClientConfig
 
 #: Where S3 clients read a custom endpoint (MinIO, moto, LocalStack), in their order.
 _S3_ENDPOINTS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
@@ -107,6 +109,19 @@ class StoreCredentials(Config):
         default=None,
         description="For an az:// or abfss:// home (default: the AZURE_STORAGE_* environment).",
     )
+    request_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="How long one request to the store may take before it fails "
+        "(default: the store client's, 30 s).",
+    )
+
+    def client_options(self, endpoint: str | None) -> ClientConfig:
+        """obstore's client options: plain HTTP to an http:// endpoint, and the timeout."""
+        options: ClientConfig = {"allow_http": (endpoint or "").startswith("http://")}
+        if self.request_timeout_seconds:
+            options["timeout"] = timedelta(seconds=self.request_timeout_seconds)
+        return options
 
 
 @dataclass(frozen=True)
@@ -124,7 +139,8 @@ class S3Home:
 
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store; nothing is sent yet."""
-        given = _settings(credentials, self).s3 or S3Settings()
+        settings = _settings(credentials, self)
+        given = settings.s3 or S3Settings()
         endpoint = plain(given.endpoint_url, "s3.endpoint_url") or _first_set(_S3_ENDPOINTS)
         options = {
             "endpoint": endpoint,
@@ -137,7 +153,7 @@ class S3Home:
             return S3Store(
                 self.bucket,
                 prefix=self.prefix,
-                client_options={"allow_http": (endpoint or "").startswith("http://")},
+                client_options=settings.client_options(endpoint),
                 # obstore types each option as its own keyword; unset ones are left out
                 **{k: v for k, v in options.items() if v},  # type: ignore[arg-type]
             )
@@ -160,7 +176,8 @@ class AzureHome:
 
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store; nothing is sent yet."""
-        given = _settings(credentials, self).azure or AzureSettings()
+        settings = _settings(credentials, self)
+        given = settings.azure or AzureSettings()
         endpoint = plain(given.endpoint, "azure.endpoint") or _first_set(_AZURE_ENDPOINTS)
         options = {
             "account_name": self.account or plain(given.account_name, "azure.account_name"),
@@ -172,7 +189,7 @@ class AzureHome:
             return AzureStore(
                 self.container,
                 prefix=self.prefix,
-                client_options={"allow_http": (endpoint or "").startswith("http://")},
+                client_options=settings.client_options(endpoint),
                 # obstore types each option as its own keyword; unset ones are left out
                 **{k: v for k, v in options.items() if v},  # type: ignore[arg-type]
             )

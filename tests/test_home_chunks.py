@@ -1,8 +1,9 @@
 """Generations as content-addressed chunks, against moto's S3 server on loopback: a commit
 uploads only the chunks its base lacks, a download fetches only the chunks the working
 copy lacks and checks them, manifests of formats 1 (whole files) and 2 (chunks shared by
-every generation) are still read and unknown ones refused, and old
-generations and orphans are deleted while every kept generation stays whole."""
+every generation) are still read and unknown ones refused, and old generations and
+orphans are deleted (format 2's shared chunks once no kept generation names them) while
+every kept generation stays whole."""
 
 from __future__ import annotations
 
@@ -197,6 +198,46 @@ def test_old_generations_and_orphans_are_deleted_and_kept_ones_stay_whole(bucket
         assert contents(fresh)["shop.hyper"][CHUNK_SIZE:] == random_bytes(
             CHUNK_SIZE, seed=10 + kept.number - 1
         )
+
+
+def test_shared_chunks_of_format_2_are_kept_while_named_and_deleted_after(bucket, tmp_path):
+    """A generation of format 2 names shared chunks a and b; the next names a again and
+    uploads c under a key of its own. Collecting all but the newest deletes b, which only
+    generation 1 named, and an older version's orphan whole file, and keeps a."""
+    s3, records = boto3.client("s3"), []
+    a, b, c = (random_bytes(CHUNK_SIZE, seed=s) for s in (1, 2, 3))
+    for block in (a, b):
+        digest = hashlib.sha256(block).hexdigest()
+        s3.put_object(Bucket=bucket, Key=f"{KEY}/{chunk_key(digest)}", Body=block)
+        records.append({"sha256": digest, "size": len(block)})
+    s3.put_object(Bucket=bucket, Key=f"{KEY}/generations/0-x/shop.hyper", Body=b"old")
+    manifest = {
+        "format": 2,
+        "number": 1,
+        "token": "abc",
+        "extract_id": "e",
+        "lease_id": "l",
+        "files": [{"path": "shop.hyper", "size": 2 * CHUNK_SIZE, "chunks": records}],
+        "committed_at": "2026-01-01T00:00:00+00:00",
+    }
+    s3.put_object(Bucket=bucket, Key=f"{KEY}/manifest/{1:020d}.json", Body=json.dumps(manifest))
+    home = store_home(bucket)
+    generations = Generations(home.connect(), home.uri, home.name)
+    copy = working_copy(tmp_path / "w", **{"shop.hyper": a + c})
+    two = generations.commit(generations.read(1), copy, "l")
+    shared, own = (p.key for p in two.files[0].parts)
+    assert shared == chunk_key(records[0]["sha256"]) and own.endswith(f".{two.token}")
+
+    time.sleep(1.1)  # the store's clock counts whole seconds
+    done = collect(generations, keep=1, grace_seconds=0)
+    left = set(stored(bucket))
+    assert done.deleted_objects == 2 and {shared, own} <= left
+    assert {chunk_key(records[1]["sha256"]), "generations/0-x/shop.hyper"}.isdisjoint(left)
+    cold = WorkingCopy(tmp_path / "cold", "shop.hyper")
+    cold.directory.mkdir()
+    generations.download(generations.current(), cold)
+    assert contents(cold) == {"shop.hyper": a + c}
+    assert generations.commit(two, cold, "l") == two  # unchanged: nothing committed
 
 
 def test_a_writer_deletes_generations_beyond_the_ones_it_keeps(bucket, tmp_path, hyper):

@@ -1,11 +1,14 @@
 """Races of an object-store home against moto's S3 server on loopback, the network's faults
 played by a proxy in front of it (`StoreProxy`): a collector stalled before its delete, a
 commit whose reply was lost, alone or while the store was out of reach long enough for
-other writers to commit and collect, and one the store refused. Each test reads the rows
-back from the home."""
+other writers to commit and collect, one whose create was held past the client's timeout,
+and one the store refused: each test reads the rows back from the home. And the warnings
+of a collection after a commit that failed."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
@@ -19,8 +22,8 @@ from object_stores import StoreProxy
 from test_home import generation, rows, store_home, working_copy
 
 from hyper_assets import HyperIOManager
-from hyper_assets.collect import collect
-from hyper_assets.errors import HomeConflictError, HomeStoreError
+from hyper_assets.collect import collect, collect_quietly
+from hyper_assets.errors import HomeCommitUnknownError, HomeConflictError, HomeStoreError
 from hyper_assets.generations import Generations
 from hyper_assets.home import HomeSettings, HyperDatabase
 from hyper_assets.lease import Lease
@@ -130,9 +133,12 @@ def test_a_commit_whose_reply_was_lost_and_could_not_be_checked_may_be_committed
     assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
     proxy.lose_reply(is_manifest)
     proxy.refuse(lambda method, path: method == "GET" and path.endswith(f"/manifest/{2:020d}.json"))
-    with pytest.raises(HomeStoreError, match="may be committed") as refused:
+    with pytest.raises(HomeCommitUnknownError, match="may be committed") as unknown:
         append(uri, "unknown", through(proxy, working_dir=str(tmp_path / "unknown")))
-    assert "nothing was committed" not in str(refused.value)
+    token = Generations(store_home(bucket).connect(), uri, "shop.hyper").read(2).token
+    assert f"manifest/{2:020d}.json holds token {token!r}" in str(unknown.value)
+    assert "Do not run it again before checking" in str(unknown.value)
+    assert "nothing was committed" not in str(unknown.value)
     assert generation(uri) == 2
     assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["unknown", 3]]
 
@@ -147,6 +153,42 @@ def test_a_commit_the_store_refused_is_reported_refused(bucket, proxy, tmp_path,
         append(uri, "refused", through(proxy, working_dir=str(tmp_path / "refused")))
     assert proxy.reached.is_set() and generation(uri) == 1
     assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3]]
+
+
+def test_a_create_that_timed_out_is_sent_again(bucket, proxy, tmp_path, hyper):
+    """The manifest's create is held on its way past the client's timeout (obstore does
+    not retry a create that timed out), then delivered: the check finds no manifest, the
+    create is sent again and commits. The held one, delivered later, is refused by the
+    manifest it created: the rows are in the home once."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.stall(is_manifest)  # held until heal(), then relayed to the store
+    late = through(proxy, working_dir=str(tmp_path / "late"), request_timeout_seconds=3)
+    assert append(uri, "late", late)
+    proxy.heal()
+    assert proxy.reached.is_set() and generation(uri) == 2
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["late", 3]]
+
+
+def test_a_create_that_lands_after_the_check_is_never_reported_uncommitted(
+    bucket, proxy, tmp_path, hyper
+):
+    """As above, but the create sent again is refused (403): the held one may still land,
+    so the write says it may be committed, never that nothing was (a re-run would append
+    its rows twice). Delivered, the held create commits the write."""
+    uri = f"s3://{bucket}/{KEY}"
+    assert append(uri, "first", HomeSettings(working_dir=str(tmp_path / "first")))
+    proxy.stall(is_manifest)
+    proxy.refuse(is_manifest)  # the create sent again
+    late = through(proxy, working_dir=str(tmp_path / "late"), request_timeout_seconds=3)
+    with pytest.raises(HomeCommitUnknownError, match="may be committed") as unknown:
+        append(uri, "late", late)
+    assert "nothing was committed" not in str(unknown.value)
+    proxy.heal()
+    deadline = time.monotonic() + 30
+    while generation(uri) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["late", 3]]
 
 
 def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy, tmp_path, hyper):
@@ -178,3 +220,49 @@ def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy,
     stale = generations.read(1)
     with pytest.raises(HomeConflictError, match="generation 2"):
         generations.commit(stale, working_copy(tmp_path / "s", **{"shop.hyper": b"x"}), "stale")
+
+
+def test_a_commit_found_after_its_lease_was_lost_warns_only_that_its_collection_stopped(
+    bucket, proxy, tmp_path, hyper, records
+):
+    """As above, but the cut-off writer's generation is a keep-th one: it collects after
+    finding its manifest, under the lease it lost meanwhile, so the collection stops. The
+    warning says the write is committed, never to run it again."""
+    uri = f"s3://{bucket}/{KEY}"
+    collecting = HomeSettings(keep_generations=1, keep_seconds=0, lease_seconds=1)
+    assert append(uri, "first", collecting.model_copy(update={"working_dir": str(tmp_path / "1")}))
+    proxy.lose_reply(is_manifest, partition=True)
+    cut_off_settings = through(
+        proxy, working_dir=str(tmp_path / "c"), lease_seconds=2, keep_generations=2, keep_seconds=0
+    )
+    with ThreadPoolExecutor(1) as pool:
+        cut_off = pool.submit(append, uri, "cut off", cut_off_settings)
+        assert proxy.reached.wait(60)
+        second = HomeSettings(lease_seconds=1, working_dir=str(tmp_path / "second"))
+        assert append(uri, "second", second)  # generation 3, which collects nothing
+        time.sleep(2.5)  # generation 1 stops being kept by the cut-off's grace (2 s)
+        proxy.heal()
+        assert cut_off.result(120)
+    expected = [["cut off", 3], ["first", 3], ["second", 3]]
+    assert rows(hyper, uri, tmp_path / "read", EVENTS) == expected
+    warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert [w for w in warned if "the write's lease was lost" in w], warned
+    assert not [w for w in warned if "Run it again" in w or "nothing of" in w], warned
+
+
+def test_a_collection_the_store_failed_warns_that_the_write_is_committed(
+    bucket, proxy, tmp_path, records
+):
+    """A collection after a commit whose delete the store refuses: the warning quotes the
+    store and says the write is committed, not that nothing was."""
+    home = store_home(bucket)
+    generations = Generations(home.connect(through(proxy)), home.uri, home.name)
+    copy = working_copy(tmp_path / "w", **{"shop.hyper": b"one"})
+    one = generations.commit(None, copy, "first")
+    (copy.directory / "shop.hyper").write_bytes(b"two")
+    generations.commit(one, copy, "first")
+    proxy.refuse(lambda method, path: method == "POST" and "delete" in path)
+    collect_quietly(generations, 1, 0.0, lambda: None)
+    warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "is committed" in warned[0], warned
+    assert "AccessDenied" in warned[0] and "nothing was committed" not in warned[0]
