@@ -10,7 +10,7 @@ UV := 'uv>=0.9,<1'
 # Two pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-.PHONY: test test-fast test-lowest lint demo ui bench bench-scale bench-home java browser azurite clean
+.PHONY: test envs test-fast test-lowest lint demo ui bench bench-scale bench-home java browser azurite clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -52,12 +52,16 @@ azurite:
 		echo "The Azure home's tests need Azurite and are skipped without it (npm install -g azurite@3.35.0)."; \
 	fi
 
-test: $(STAMP) browser azurite
+test: envs browser azurite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest $(PARALLEL)
 	@$(MAKE) --no-print-directory test-lowest
+
+# Both environments at once: each is mostly downloads and unpacking.
+envs:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) $(LOWEST)/.installed
 
 # The fast tests again with the lowest version of each dependency pyproject.toml allows.
 $(LOWEST)/.installed: pyproject.toml constraints-lowest.txt
