@@ -422,12 +422,11 @@ def test_a_yaml_only_project_builds_and_publishes_a_star_schema_extract(
     # A day that lands again replaces its rows, and only its rows; the publish follows.
     changed = {"2024-01-02": [(105, 3, 11, 2)]}
     _write_sources(project.root, changed)
-    project.launch("orders,sales", "--partition", "2024-01-02")
+    project.launch("orders,sales,shop_sales", "--partition", "2024-01-02")
     assert _plain(_rows(hyper, database, "sales")) == [
         *expected_sales[:2],
         (105, day("2024-01-02"), "Paris", "cake", 8.0),
     ]
-    project.launch("shop_sales")
     _assert_published_copy_equals(hyper, emulator, database)
     assert project.check_results()["shop_sales:published_copy_fresh"]
 
@@ -542,12 +541,11 @@ def test_a_yaml_project_publishes_two_stars_with_a_map_and_a_new_column(
         ),
         project.root / "data" / "products.parquet",
     )
-    project.launch("products")
+    project.launch("products,shop_orders,shop_cities")
     assert _rows(hyper, database, "products") == [
         (10, "tea", 2.5, None),
         (11, "cake", 4.5, "sweet"),
     ]
-    project.launch("shop_orders,shop_cities")
     _assert_copy_holds(
         hyper, emulator, database, "Shop Orders", {"orders", "customers", "products"}
     )
