@@ -120,10 +120,23 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             "`database`, else io_manager."
         ),
     ] = None
-    tables: Sequence[TableYaml] = ()
-    adopt: AdoptSpec | None = None
-    spark: SparkSpec = field(default_factory=SparkSpec)
-    checks: ChecksSpec = field(default_factory=ChecksSpec)
+    tables: Annotated[
+        Sequence[TableYaml],
+        dg.Resolver.default(description="The tables Spark builds, each an asset."),
+    ] = ()
+    adopt: Annotated[
+        AdoptSpec | None,
+        dg.Resolver.default(
+            description="Assets the project defines in Python, stored by the HyperIOManager, "
+            "that get the checks and the publish."
+        ),
+    ] = None
+    spark: Annotated[
+        SparkSpec, dg.Resolver.default(description="The Spark session the tables are built with.")
+    ] = field(default_factory=SparkSpec)
+    checks: Annotated[
+        ChecksSpec, dg.Resolver.default(description="The library's checks, run inside Hyper.")
+    ] = field(default_factory=ChecksSpec)
     publish: Annotated[
         PublishSpec | Sequence[PublishSpec] | None,
         dg.Resolver.default(
@@ -131,7 +144,9 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             "star each, chosen by `tables`)."
         ),
     ] = None
-    group_name: str | None = None
+    group_name: Annotated[
+        str | None, dg.Resolver.default(description="Asset group of every asset built.")
+    ] = None
     owners: Annotated[
         Sequence[str], dg.Resolver.default(description="Owners of every asset built.")
     ] = ()

@@ -37,3 +37,44 @@ def test_the_readme_lists_the_public_api():
     table = section[section.index("| for | names |") :]
     listed = set(re.findall(r"`(\w+)`", table)) - {"__all__"}
     assert listed == set(hyper_assets.__all__), listed ^ set(hyper_assets.__all__)
+
+
+def test_every_config_field_says_what_it_is():
+    """Every field a user sets, in Python config or in the component's YAML, has the
+    description that Dagster's UI, `dg` and the docs show."""
+    from hyper_assets._component import specs
+    from hyper_assets.compaction import AutoCompact
+    from hyper_assets.stores import StoreCredentials
+
+    configs = [
+        hyper_assets.TableauServerResource,
+        hyper_assets.TokenSignIn,
+        hyper_assets.ConnectedAppSignIn,
+        hyper_assets.HomeSettings,
+        hyper_assets.S3Settings,
+        hyper_assets.AzureSettings,
+        StoreCredentials,
+        hyper_assets.HyperResource,
+        hyper_assets.HyperIOManager,
+        hyper_assets.HyperDatabase,
+        hyper_assets.S3Staging,
+        AutoCompact,
+        hyper_assets.PublishConfig,
+    ]
+    yaml = [
+        hyper_assets.HyperExtractComponent,
+        specs.FileSource,
+        specs.ColumnSpec,
+        specs.TableYaml,
+        specs.SparkSpec,
+        specs.AdoptSpec,
+        specs.ChecksSpec,
+        specs.TokenSignInSpec,
+        specs.ConnectedAppSignInSpec,
+        specs.TableauServerSpec,
+        specs.PublishSpec,
+    ]
+    fields = {(c.__name__, n): f for c in configs for n, f in c.model_fields.items()}
+    fields |= {(c.__name__, n): f for c in yaml for n, f in c.model().model_fields.items()}
+    undescribed = sorted(key for key, field in fields.items() if not field.description)
+    assert len(fields) > 100 and not undescribed, undescribed

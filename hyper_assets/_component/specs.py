@@ -47,7 +47,10 @@ ResolvedAutomationCondition = Annotated[
 class FileSource(dg.Resolvable):
     """Files Spark reads into a table."""
 
-    format: Literal["parquet", "csv", "json"]
+    format: Annotated[
+        Literal["parquet", "csv", "json"],
+        dg.Resolver.default(description="The files' format: parquet, csv or json."),
+    ]
     path: Annotated[
         str,
         dg.Resolver.default(
@@ -66,9 +69,12 @@ class FileSource(dg.Resolvable):
 class ColumnSpec(dg.Resolvable):
     """A column the table has: its values are cast to `type` before they are stored."""
 
-    name: str
+    name: Annotated[str, dg.Resolver.default(description="The column's name.")]
     type: Annotated[str, dg.Resolver.default(description="A Spark SQL type: INT, DATE, ...")]
-    description: str | None = None
+    description: Annotated[
+        str | None,
+        dg.Resolver.default(description="What the column holds, shown in its asset's schema."),
+    ] = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,12 @@ class TableYaml(dg.Resolvable):
     """One table of the extract, built by Spark from files or from SQL over other tables."""
 
     name: Annotated[str, dg.Resolver.default(description="Table and asset name.")]
-    source: FileSource | None = None
+    source: Annotated[
+        FileSource | None,
+        dg.Resolver.default(
+            description="Files Spark reads into the table: {format, path, options}; or `sql`."
+        ),
+    ] = None
     sql: Annotated[
         str | None,
         dg.Resolver.default(
@@ -95,7 +106,13 @@ class TableYaml(dg.Resolvable):
     schema_name: Annotated[
         str | None, dg.Resolver.default(description='Hyper schema; default "Extract".')
     ] = None
-    primary_key: Sequence[str] = ()
+    primary_key: Annotated[
+        Sequence[str],
+        dg.Resolver.default(
+            description="Columns that identify a row: a check keeps them unique and not "
+            "NULL, and an upsert replaces rows by them."
+        ),
+    ] = ()
     foreign_keys: Annotated[
         Mapping[str, str],
         dg.Resolver.default(description='Column to "schema.table.column" (or "table.column").'),
@@ -128,9 +145,17 @@ class TableYaml(dg.Resolvable):
             "as GEOGRAPHY, which Tableau maps."
         ),
     ] = ()
-    description: str | None = None
-    owners: Sequence[str] = ()
-    tags: Mapping[str, str] = field(default_factory=dict)
+    description: Annotated[
+        str | None, dg.Resolver.default(description="The asset's description.")
+    ] = None
+    owners: Annotated[
+        Sequence[str],
+        dg.Resolver.default(description="Owners of the asset, besides the component's."),
+    ] = ()
+    tags: Annotated[
+        Mapping[str, str],
+        dg.Resolver.default(description="Tags of the asset, besides the component's."),
+    ] = field(default_factory=dict)
     automation_condition: ResolvedAutomationCondition = None
 
 
@@ -138,7 +163,10 @@ class TableYaml(dg.Resolvable):
 class SparkSpec(dg.Resolvable):
     """The Spark session the tables are built with."""
 
-    resource_key: str = "pyspark"
+    resource_key: Annotated[
+        str,
+        dg.Resolver.default(description="Resource key of the PySparkResource; default pyspark."),
+    ] = "pyspark"
     config: Annotated[
         Mapping[str, str] | None,
         dg.Resolver.default(
@@ -158,8 +186,14 @@ class AdoptSpec(dg.Resolvable):
             "(a Python file or folder)."
         ),
     ]
-    keys: Sequence[str] = ()
-    groups: Sequence[str] = ()
+    keys: Annotated[
+        Sequence[str],
+        dg.Resolver.default(description="Keys of the assets to adopt; and/or `groups`."),
+    ] = ()
+    groups: Annotated[
+        Sequence[str],
+        dg.Resolver.default(description="Groups whose assets are adopted; and/or `keys`."),
+    ] = ()
     not_null: Annotated[
         Mapping[str, Sequence[str]],
         dg.Resolver.default(description="Asset key to columns a check keeps free of NULL."),
@@ -170,7 +204,9 @@ class AdoptSpec(dg.Resolvable):
 class ChecksSpec(dg.Resolvable):
     """The library's checks (hyper_assets.checks), run inside Hyper."""
 
-    enabled: bool = True
+    enabled: Annotated[
+        bool, dg.Resolver.default(description="false: the component defines no checks.")
+    ] = True
     min_row_ratio: Annotated[
         float | None,
         dg.Resolver.default(
@@ -178,7 +214,10 @@ class ChecksSpec(dg.Resolvable):
             "(null: no row-count check)."
         ),
     ] = 0.5
-    row_count_severity: Literal["ERROR", "WARN"] = "ERROR"
+    row_count_severity: Annotated[
+        Literal["ERROR", "WARN"],
+        dg.Resolver.default(description="The severity of a failed row-count check."),
+    ] = "ERROR"
     partitioned: Annotated[
         bool,
         dg.Resolver.default(
@@ -196,7 +235,7 @@ class ChecksSpec(dg.Resolvable):
 class TokenSignInSpec(dg.Resolvable):
     """A personal access token; its secret is read from an environment variable."""
 
-    name: str
+    name: Annotated[str, dg.Resolver.default(description="The personal access token's name.")]
     secret_env: Annotated[
         str, dg.Resolver.default(description="Name of the variable holding the token secret.")
     ]
@@ -209,8 +248,10 @@ class TokenSignInSpec(dg.Resolvable):
 class ConnectedAppSignInSpec(dg.Resolvable):
     """A Connected App (direct trust); its secret value is read from an environment variable."""
 
-    client_id: str
-    secret_id: str
+    client_id: Annotated[str, dg.Resolver.default(description="The Connected App's client id.")]
+    secret_id: Annotated[
+        str, dg.Resolver.default(description="The id of one of the app's secrets.")
+    ]
     secret_value_env: Annotated[
         str, dg.Resolver.default(description="Name of the variable holding the secret value.")
     ]
@@ -229,7 +270,9 @@ class ConnectedAppSignInSpec(dg.Resolvable):
 class TableauServerSpec(dg.Resolvable):
     """The Tableau server and how to sign in; secrets are read from environment variables."""
 
-    server_url: str
+    server_url: Annotated[
+        str, dg.Resolver.default(description="Base URL, e.g. https://tableau.example.com.")
+    ]
     sign_in: Annotated[
         TokenSignInSpec | ConnectedAppSignInSpec,
         dg.Resolver.default(
@@ -237,8 +280,12 @@ class TableauServerSpec(dg.Resolvable):
             "secret_id, secret_value_env, username} (a Connected App)."
         ),
     ]
-    site: str = ""
-    verify_tls: bool = True
+    site: Annotated[
+        str, dg.Resolver.default(description='Site content URL; "" is the default site.')
+    ] = ""
+    verify_tls: Annotated[
+        bool, dg.Resolver.default(description="Verify the server's certificate.")
+    ] = True
     project_match_case: Annotated[
         bool,
         dg.Resolver.default(
@@ -252,8 +299,15 @@ class TableauServerSpec(dg.Resolvable):
 class PublishSpec(dg.Resolvable):
     """A published data source: an asset downstream of the tables it holds."""
 
-    datasource: str
-    project: str = "Default"
+    datasource: Annotated[
+        str, dg.Resolver.default(description="The published data source's name.")
+    ]
+    project: Annotated[
+        str,
+        dg.Resolver.default(
+            description='The project it is published to: a name, or a path ("Sales/EMEA").'
+        ),
+    ] = "Default"
     tables: Annotated[
         Sequence[str] | None,
         dg.Resolver.default(
@@ -265,7 +319,12 @@ class PublishSpec(dg.Resolvable):
         str | None,
         dg.Resolver.default(description="Asset key; default: dagster-tableau's for the name."),
     ] = None
-    resource_key: str = "tableau"
+    resource_key: Annotated[
+        str,
+        dg.Resolver.default(
+            description="Resource key of the TableauServerResource; default tableau."
+        ),
+    ] = "tableau"
     lock_timeout_seconds: Annotated[
         float,
         dg.Resolver.default(
@@ -278,6 +337,14 @@ class PublishSpec(dg.Resolvable):
         dg.Resolver.default(description="Given, the component defines the resource."),
     ] = None
     automation_condition: ResolvedAutomationCondition = None
-    description: str | None = None
-    owners: Sequence[str] = ()
-    tags: Mapping[str, str] = field(default_factory=dict)
+    description: Annotated[
+        str | None, dg.Resolver.default(description="The publish asset's description.")
+    ] = None
+    owners: Annotated[
+        Sequence[str],
+        dg.Resolver.default(description="Owners of the publish asset, besides the component's."),
+    ] = ()
+    tags: Annotated[
+        Mapping[str, str],
+        dg.Resolver.default(description="Tags of the publish asset, besides the component's."),
+    ] = field(default_factory=dict)
