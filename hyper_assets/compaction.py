@@ -36,7 +36,7 @@ from dagster import Config
 from pydantic import Field
 from tableauhyperapi import Connection, TableName, escape_name, escape_string_literal
 
-from hyper_assets._files import MEGABYTE, fsync_path, set_mode, write_json
+from hyper_assets._files import MEGABYTE, file_size, fsync_path, set_mode, write_json
 from hyper_assets._hyper_errors import hyper_errors
 from hyper_assets._sql import attach, count_rows
 from hyper_assets.errors import CompactionError
@@ -157,7 +157,7 @@ def compact_locked(
     version (default: the file's own; `hyper_assets.upgrade` passes a newer one)."""
     copies = [path.with_name(f"{path.name}.compacting{n}") for n in (1, 2)]
     started = time.perf_counter()
-    before = path.stat().st_size if path.exists() else 0
+    before = file_size(path)
     doing = "Compacting" if version is None else f"Upgrading to format version {version}"
     abandoned = (
         f"{doing} was abandoned and the file is unchanged; it needs {2 * before} bytes "
