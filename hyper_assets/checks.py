@@ -30,6 +30,7 @@ from hyper_assets.errors import ConfigurationError
 from hyper_assets.identity import latest, read_identity, require_same
 from hyper_assets.located import ExtractSource
 from hyper_assets.outbox import Outbox
+from hyper_assets.partitioned_checks import partitioned_checks
 from hyper_assets.row_count_check import row_count, row_count_check
 from hyper_assets.stored_table import (
     ERROR,
@@ -327,8 +328,6 @@ def build_hyper_checks(
     it the unpartitioned checks instead. The file is the `HyperDatabase` resource's under
     `database_key` if given, else the `HyperIOManager`'s under `io_manager_key`.
     """
-    from hyper_assets.partitioned_checks import partitioned_checks  # builds on this module
-
     source = ExtractSource(io_manager_key, database_key)
     not_null = dict(not_null or {})
     definitions: list[dg.AssetChecksDefinition] = []
