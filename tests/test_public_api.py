@@ -78,3 +78,13 @@ def test_every_config_field_says_what_it_is():
     fields |= {(c.__name__, n): f for c in yaml for n, f in c.model().model_fields.items()}
     undescribed = sorted(key for key, field in fields.items() if not field.description)
     assert len(fields) > 100 and not undescribed, undescribed
+
+
+def test_the_docs_list_the_default_connected_app_scopes():
+    """Users configure `ConnectedAppSignIn(scopes=...)`: docs/publishing.md lists the
+    default, instead of sending them to an internal constant."""
+    from hyper_assets.tableau.connected_app import PUBLISH_SCOPES
+
+    text = (ROOT / "docs" / "publishing.md").read_text()
+    assert "connected_app.PUBLISH_SCOPES" not in text
+    assert all(f"`{scope}`" in text for scope in PUBLISH_SCOPES)
