@@ -299,9 +299,7 @@ class TableauServerSpec(dg.Resolvable):
 class PublishSpec(dg.Resolvable):
     """A published data source: an asset downstream of the tables it holds."""
 
-    datasource: Annotated[
-        str, dg.Resolver.default(description="The published data source's name.")
-    ]
+    datasource: Annotated[str, dg.Resolver.default(description="The published data source's name.")]
     project: Annotated[
         str,
         dg.Resolver.default(
