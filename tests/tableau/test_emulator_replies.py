@@ -6,7 +6,9 @@ and attribute (`job@mode`, `@xsi:schemaLocation` on `tsResponse`). Every part of
 kind's recordings (`recorded/`, copied unchanged from tableauserverclient's test assets)
 must be in the reply, unless `Kind.unsent` says why the emulator rightly lacks it; every
 part the emulator sends beyond them needs an entry in `Kind.extra` naming the recording
-that shows it (checked below). Values are compared where the protocol fixes them.
+that shows it (checked below). Values are compared where the protocol fixes them. A kind
+whose element is recorded only inside a list (a data quality warning) says so in
+`Kind.moved`: the recorded element's parts are then looked for where the reply holds it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,21 @@ class Shown:
 
 
 @dataclass(frozen=True)
+class Moved:
+    """The recordings hold the kind's element at path `recorded`; the reply, at `sent`."""
+
+    recorded: str
+    sent: str
+    why: str
+
+    def move(self, part: str) -> str:
+        """`part` of a recording, at the path the reply has it."""
+        rest = part.removeprefix(self.recorded)
+        moves = rest != part and rest[:1] in ("", "/", "@")
+        return self.sent + rest if moves else part
+
+
+@dataclass(frozen=True)
 class Kind:
     """One kind of reply: the recordings it must match and the exceptions, each justified."""
 
@@ -52,6 +69,7 @@ class Kind:
     extra: Mapping[str, Shown] = field(default_factory=dict)  # sent, though not recorded
     unsent: Mapping[str, str] = field(default_factory=dict)  # recorded, rightly not sent
     values: Mapping[str, str] = field(default_factory=dict)  # part -> value the protocol fixes
+    moved: Moved | None = None  # the element recorded only elsewhere (inside a list)
 
 
 def load(name: str) -> ET.Element:
@@ -72,6 +90,12 @@ def parts(root: ET.Element) -> set[str]:
 
     walk(root, "")
     return found
+
+
+def recorded_parts(kind: Kind) -> set[str]:
+    """The parts of the kind's recordings, at the paths its reply has them."""
+    found = set().union(*(parts(load(name)) for name in kind.recordings))
+    return {kind.moved.move(part) for part in found} if kind.moved else found
 
 
 def values_at(root: ET.Element, part: str) -> list[str]:
@@ -129,6 +153,26 @@ ASYNCHRONOUS = {  # an update job's, as recorded
 PAGE = {"pagination@pageNumber": "1", "pagination@pageSize": "100"}  # the defaults, as recorded
 SIGNIN_ERROR = "auth_sign_in_error.xml"
 SUMMARY = ("error@code", "error/summary")
+DQW = "dqw_by_content_type.xml"  # Query Data Quality Warnings by Content: a list of one
+DQW_LIST = "dataQualityWarningList/dataQualityWarning"
+ONE_DQW = Moved(  # no recording shows Add's, Query by Id's or Update's reply
+    DQW_LIST,
+    "dataQualityWarning",
+    "one warning's reply holds it directly (TSC reads either with .//dataQualityWarning)",
+)
+NO_LIST = {"dataQualityWarningList": "one warning's reply holds the warning itself"}
+STALE = {"type": "STALE", "message": "Late by 3 hours", "isActive": "true", "isSevere": "false"}
+SEVERE = {"message": "Row counts dropped", "isSevere": "true"}  # PUT by id: the rest is kept
+INACTIVE = {"type": "WARNING", "isActive": "false"}  # TSC's update_dqw: the content's one
+
+
+def warning(at: str, fields: Mapping[str, str]) -> dict[str, str]:
+    """The values of warning `at` that the request set, and its content's type: upper case,
+    as recorded ("DATABASE")."""
+    return {
+        f"{at}@{name}": value for name, value in {**fields, "contentType": "DATASOURCE"}.items()
+    }
+
 
 KINDS = {
     "server info": Kind(("server_info_get.xml",)),
@@ -267,6 +311,20 @@ KINDS = {
         values=ASYNCHRONOUS
         | {"job@progress": "100", "job@finishCode": recorded_value(UPDATE_JOB, "job@finishCode")},
     ),
+    "warning add": Kind((DQW,), unsent=NO_LIST, moved=ONE_DQW, values=warning(ONE_DQW.sent, STALE)),
+    "warning list": Kind((DQW,), values=warning(DQW_LIST, STALE)),
+    "warning by id": Kind(
+        (DQW,), unsent=NO_LIST, moved=ONE_DQW, values=warning(ONE_DQW.sent, STALE)
+    ),
+    "warning update": Kind(
+        (DQW,), unsent=NO_LIST, moved=ONE_DQW, values=warning(ONE_DQW.sent, STALE | SEVERE)
+    ),
+    "warning update by content": Kind(
+        (DQW,),
+        unsent=NO_LIST,
+        moved=ONE_DQW,
+        values=warning(ONE_DQW.sent, STALE | SEVERE | INACTIVE),
+    ),
     "sign-in refused": Kind(
         (SIGNIN_ERROR,), values={part: recorded_value(SIGNIN_ERROR, part) for part in SUMMARY}
     ),
@@ -354,6 +412,25 @@ class Replies:
         )
         return self.keep(kind, reply, 202).find("t:job", NS).get("id")
 
+    def warnings(self, ds_id: str) -> None:
+        """Add a warning to data source `ds_id`, list it, query it by id and update it by
+        id and by content, as tableauserverclient does."""
+        on_content = f"{self.site}/dataQualityWarnings/datasource/{ds_id}"
+
+        def body(fields: Mapping[str, str]) -> bytes:
+            attrs = " ".join(f'{name}="{value}"' for name, value in fields.items())
+            return f"<tsRequest><dataQualityWarning {attrs}/></tsRequest>".encode()
+
+        added = self.keep("warning add", self.http.post(on_content, content=body(STALE)), 200)
+        by_id = (
+            f"{self.site}/dataQualityWarnings/{added.find('t:dataQualityWarning', NS).get('id')}"
+        )
+        self.keep("warning list", self.http.get(on_content), 200)
+        self.keep("warning by id", self.http.get(by_id), 200)
+        self.keep("warning update", self.http.put(by_id, content=body(SEVERE)), 200)
+        update = self.http.put(on_content, content=body(INACTIVE))
+        self.keep("warning update by content", update, 200)
+
     def job(self, kind: str, job_id: str, until: str) -> ET.Element:
         """The job's reply, once it carries attribute `until`."""
         for _ in range(400):
@@ -391,6 +468,7 @@ def replies(emulator: Emulator, hyper_files: Any, tmp_path: Path) -> dict[str, E
     ask.keep("data source list", ask.http.get(f"{ask.site}/datasources"), 200)
     ask.keep("data source", ask.http.get(f"{ask.site}/datasources/{ds_id}"), 200)
     ask.keep("connections", ask.http.get(f"{ask.site}/datasources/{ds_id}/connections"), 200)
+    ask.warnings(ds_id)
 
     emulator.faults.pause_jobs(once_started=True)
     insert = batch_to_json([Insert(source_table="new", target_table="Extract")])
@@ -411,7 +489,7 @@ def replies(emulator: Emulator, hyper_files: Any, tmp_path: Path) -> dict[str, E
 def differences(kind: Kind, reply: ET.Element) -> list[str]:
     """How `reply` departs from the kind's recordings and allow-lists; empty if it does not."""
     have = parts(reply)
-    recorded = set().union(*(parts(load(name)) for name in kind.recordings))
+    recorded = recorded_parts(kind)
     found = [f"root {reply.tag}"] if reply.tag != "{http://tableau.com/api}tsResponse" else []
     found += [f"lacks recorded {p}" for p in sorted(recorded - have - kind.unsent.keys())]
     found += [f"sends unrecorded {p}" for p in sorted(have - recorded - kind.extra.keys())]
@@ -438,8 +516,24 @@ def test_the_allow_lists_say_what_the_recordings_show(name: str) -> None:
     """`extra` entries cite what their recording has and their kind's lack; `unsent`
     entries name parts their kind's recordings have."""
     kind = KINDS[name]
-    recorded = set().union(*(parts(load(recording)) for recording in kind.recordings))
+    recorded = recorded_parts(kind)
     for part, shown in kind.extra.items():
         assert part not in recorded, f"{part} is recorded: no allow-list entry needed"
         assert shown.path in parts(load(shown.recording)), (part, shown)
     assert kind.unsent.keys() <= recorded
+    if kind.moved:  # an element every recording of the kind has
+        assert all(kind.moved.recorded in parts(load(r)) for r in kind.recordings), kind.moved
+
+
+def test_warning_replies_name_their_data_source_and_site(
+    replies: dict[str, ET.Element],
+) -> None:
+    """The ids no allow-list can fix: the warned data source's (`contentId`) and the
+    signed-in site's, in every warning reply."""
+    ds_id = replies["publish"].find("t:datasource", NS).get("id")
+    site_id = replies["sign-in"].find("t:credentials/t:site", NS).get("id")
+    for name, kind in KINDS.items():
+        if DQW in kind.recordings:
+            at = kind.moved.sent if kind.moved else DQW_LIST
+            assert values_at(replies[name], f"{at}@contentId") == [ds_id], name
+            assert values_at(replies[name], f"{at}/site@id") == [site_id], name
