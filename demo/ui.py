@@ -2,7 +2,8 @@
 
 Starts the emulator on 127.0.0.1:8765 (data in data/emulator/) and `dagster dev` on
 127.0.0.1:3000 with its instance in data/dagster_home/, the instance `make demo` records
-into: the UI shows the demo's runs, and runs are kept between sessions. Ctrl-C stops both.
+into: the UI shows the demo's runs, and runs are kept between sessions. Ctrl-C or `kill`
+(SIGINT or SIGTERM, even in the background) stops both.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import secrets
 import signal
 import subprocess
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 from demo.definitions import EMULATOR_SITE, PROJECT
@@ -65,16 +67,47 @@ def main(argv: list[str] | None = None) -> int:
         dagster = str(Path(sys.executable).with_name("dagster"))
         command = [dagster, "dev", "-w", str(ROOT / "workspace.yaml")]
         command += ["-h", "127.0.0.1", "-p", str(args.port)]
-        ui = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
-        try:
-            return ui.wait()
-        except KeyboardInterrupt:
-            os.killpg(ui.pid, signal.SIGINT)
-            try:
-                return ui.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(ui.pid, signal.SIGKILL)
-                return ui.wait()
+        return serve(command, env)
+
+
+class Stopped(Exception):
+    """SIGINT or SIGTERM reached demo.ui."""
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
+def serve(command: list[str], env: dict[str, str]) -> int:
+    """Runs `dagster dev` (`command`) in a process group of its own until it exits, or until
+    demo.ui gets SIGINT (Ctrl-C) or SIGTERM (`kill`); then stops that whole group.
+
+    Both signals are caught before `dagster dev` starts, even where SIGINT came in ignored
+    (a shell's `&` starts background jobs so): demo.ui must outlive a signal to stop the
+    group, and `dagster dev`, which takes SIGTERM as SIGINT, gets the default SIGINT back
+    from exec rather than an inherited SIG_IGN.
+    """
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _stopped)
+    ui = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        return ui.wait()
+    except Stopped:
+        _ignore_stops()  # a second signal must not cut the stop short
+        with suppress(ProcessLookupError):
+            os.killpg(ui.pid, signal.SIGINT)  # dagster dev stops its webserver and daemon
+        with suppress(subprocess.TimeoutExpired):
+            ui.wait(timeout=10)
+    finally:
+        _ignore_stops()
+        with suppress(ProcessLookupError):  # whatever of the group is left
+            os.killpg(ui.pid, signal.SIGKILL)
+    return ui.wait()
+
+
+def _ignore_stops() -> None:
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

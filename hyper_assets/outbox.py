@@ -127,7 +127,10 @@ class Recorded:
 
 
 #: What to do about the outbox's `state.json` when it cannot be read.
-STATE_WAY_OUT = "Delete it and publish with full=True: that publish starts recording changes again."
+STATE_WAY_OUT = (
+    "Delete it and publish each data source of the file with full=True: no write is "
+    "recorded until then, and the first such publish starts recording changes again."
+)
 
 #: What to do about a change record that cannot be read.
 RECORD_WAY_OUT = (
@@ -149,10 +152,19 @@ class Outbox:
         """Whether writes are recorded: true from the first publish on."""
         return self._state.exists()
 
-    def start_tracking(self) -> None:
+    def start_tracking(self, after: int = 0) -> None:
+        """Records writes from now on, numbering them on from `after` and from every record
+        still in the outbox: with `state.json` deleted, a new change must not take the
+        number of a change kept for a data source, overwriting it or sent after it."""
         if not self.tracking:
             self.directory.mkdir(parents=True, exist_ok=True)
-            write_json(self._state, OutboxState().to_json())
+            names = (p.name.split(".")[0] for p in self.directory.iterdir())
+            numbers = [int(name) for name in names if name.isdigit()]
+            write_json(self._state, OutboxState(max([after, *numbers]) + 1).to_json())
+
+    def last_seq(self) -> int:
+        """The number of the latest change recorded (0 before any), once tracking started."""
+        return self._read_state().next_seq - 1
 
     def rows_path(self, change: Change) -> Path:
         """The `.hyper` holding an append's rows or an upsert's keys (table `CAPTURED`)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,10 +128,17 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path
 
 
 @contextmanager
-def demo_ui(data: Path, tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[DagsterUI]:
-    """`python -m demo.ui --data DATA` on free ports, in its own process group.
+def demo_ui(
+    data: Path,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    stop: signal.Signals = signal.SIGTERM,
+) -> Iterator[DagsterUI]:
+    """`python -m demo.ui --data DATA` on free ports, started as a shell's `&` starts it:
+    SIGINT ignored (and in a session of its own, away from the test's terminal).
 
-    Stopped as Ctrl-C would (SIGINT; demo.ui stops dagster dev), then SIGKILL to the group.
+    Stopped with `stop` (SIGTERM, as `kill` sends it, or SIGINT); fails when anything of
+    dagster dev's process group outlives demo.ui.
     """
     port = free_port()
     emulator_port = int((data / "emulator_port").read_text())
@@ -143,23 +151,31 @@ def demo_ui(data: Path, tmp_path: Path, env: dict[str, str] | None = None) -> It
         "SPARK_LOCAL_IP": "127.0.0.1",
         **(env or {}),
     }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=full_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child inherits SIG_IGN
+    try:
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=full_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     ui = DagsterUI(f"http://127.0.0.1:{port}", log)
+    group: int | None = None
     try:
         wait_for(
             "dagster dev answers", lambda: process.poll() is None and _answers(ui.url), 120, log
         )
+        children = psutil.Process(process.pid).children()
+        (group,) = (c.pid for c in children if "dev" in c.cmdline())  # dagster dev leads it
         yield ui
     finally:
-        stop_group(process, grace=20)
+        left = stop_ui(process, stop, group)
+    assert not left, f"demo.ui exited after {stop.name}, leaving of dagster dev's group: {left}"
 
 
 def _answers(url: str) -> bool:
@@ -169,12 +185,26 @@ def _answers(url: str) -> bool:
         return False
 
 
-def stop_group(process: subprocess.Popen, grace: float = 5) -> None:
-    """SIGINT to the process group, then SIGKILL to whatever is left of it."""
-    for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        with suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=wait)
+def stop_ui(process: subprocess.Popen, stop: signal.Signals, group: int | None) -> list[str]:
+    """Sends `stop` to demo.ui and waits for it to exit (SIGKILL after 60 s); returns the
+    processes of process group `group` still running then, each killed."""
+    with suppress(ProcessLookupError):
+        os.kill(process.pid, stop)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    members = []
+    for found in psutil.process_iter():
+        with suppress(ProcessLookupError):
+            if os.getpgid(found.pid) == group:
+                members.append(found)
+    _, alive = psutil.wait_procs(members, timeout=5)  # a SIGKILL takes a moment
+    left = []
+    for found in alive:
+        with suppress(psutil.NoSuchProcess):
+            if found.status() != psutil.STATUS_ZOMBIE:  # dead, its parent gone too
+                left.append(f"{found.pid}: {' '.join(found.cmdline()[:4])}")
+                found.kill()
+    return left

@@ -5,6 +5,7 @@ Through the GraphQL API the test starts the landing sensors, `after_facts` and t
 schedule, as a user clicks them on; the sensors' first ticks ask for nothing the demo
 loaded; a new day lands; the daemon launches its partition runs (with their checks), then
 the publish; the emulator's copy then holds the day. A schedule tick launches the lag check.
+SIGTERM then stops demo.ui and all of dagster dev.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 Chromium: every asset listed and materialised, the flights' row count, a partition's own
 count, a check's description and result, the publish's table of sent rows and its link;
 then a dimension materialised with the Materialize button, the run followed to success,
-the table read back.
+the table read back; SIGINT then stops demo.ui and all of dagster dev.
 
 Needs /usr/bin/chromium (`apt-get install chromium`); never `playwright install`.
 """
@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import re
 import shutil
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,7 +83,9 @@ def test_ui_shows_what_the_demo_did_and_materialises_a_dimension(
     _require_chromium()
     data = tmp_path / "data"
     shutil.copytree(demo_data, data)
-    with demo_ui(data, tmp_path) as ui, sync_playwright() as playwright:
+    # Stopped with SIGINT, which demo.ui (started as `&` starts it) came in ignoring: the
+    # daemon test stops it with SIGTERM; both fail if dagster dev's group outlives it.
+    with demo_ui(data, tmp_path, stop=signal.SIGINT) as ui, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         # the "Join the Dagster community" dialog of a fresh instance covers the page

@@ -45,10 +45,6 @@ defs = Definitions(
 )
 
 
-def four_tables_job():
-    return defs.resolve_job_def("four_tables")
-
-
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
 
 

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import re
 import shutil
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,16 @@ def position(directory: Path) -> Position | None:
         if (directory / name).exists():
             return read_json(directory / name, _position, "", versioned=FORMAT_VERSION)
     return None
+
+
+def highest(outbox: Outbox) -> int:
+    """The highest position of the file's data sources (0: none has one); one whose files
+    cannot be read counts as none (its next publish refuses until it is published whole)."""
+    found = [0]
+    for directory in (outbox.directory / "datasources").glob("*"):
+        with suppress(CorruptFileError):
+            found.append(p.seq if (p := position(directory)) else 0)
+    return max(found)
 
 
 def sent_by_all(outbox: Outbox) -> list[Change]:

@@ -272,9 +272,11 @@ class Publisher:
                     with self.hyper.open(self.database, create=False) as connection:
                         write_subset(connection, self.database, tables, snapshot)
                 tracking = self.outbox.tracking
-                self.outbox.start_tracking()
+                if not tracking:  # from a first publish, or after state.json was deleted
+                    self.outbox.start_tracking(after=positions.highest(self.outbox))
                 plan = replace(
                     plan,
+                    position=self.outbox.last_seq(),  # every change so far is in the copy
                     rows=rows,
                     payload_bytes=file_size(snapshot),
                     started_tracking=not tracking,

@@ -537,6 +537,36 @@ def test_an_unreadable_state_or_plan_is_named_and_a_full_publish_replaces_it(
         assert setup.publish()["publish"] == "none"
 
 
+def test_the_outbox_state_deleted_as_advised_then_each_change_is_sent_once(
+    setup: Setup,
+) -> None:
+    """An unreadable `state.json`, deleted as its error says, then a full publish: the
+    records of changes made before it stay in the outbox, and the changes made after it
+    neither take their numbers nor go out with them, so the copy keeps equal to the file."""
+    published_base(setup)
+    some_changes(setup, 1)
+    assert setup.publish()["publish"] == "update"  # changes 1 to 3, sent and cleared
+    some_changes(setup, 2)  # changes 4 to 6, an append of three rows first: kept unsent
+    outbox = Outbox(setup.database)
+    state = outbox.directory / "state.json"
+    state.write_text("{")
+    with pytest.raises(CorruptFileError, match=rf"{state} cannot be read.*Delete it and publish"):
+        setup.publish()
+    state.unlink()
+    assert setup.publish(full=True)["publish"] == "full"
+    setup.assert_equal()
+
+    setup.world.appended = [(30, "event 3")]
+    setup.write("events")
+    sent = setup.publish()["rows"]
+    setup.assert_equal()
+    assert sent == [{"table": "Extract.events", "action": "insert", "rows": 1}]
+    some_changes(setup, 4)
+    assert setup.publish()["publish"] == "update"
+    setup.assert_equal()
+    assert not outbox.changes()
+
+
 def test_a_table_dropped_from_the_file_is_published_whole(setup: Setup) -> None:
     setup.write("products")
     setup.write("sales", "2024-03-01")
