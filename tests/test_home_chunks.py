@@ -102,12 +102,7 @@ def test_generations_written_as_whole_files_are_still_read(bucket, tmp_path, hyp
         ],
         "committed_at": "2026-01-01T00:00:00+00:00",
     }
-    s3.put_object(
-        Bucket=bucket, Key=f"{KEY}/manifest/{1:020d}.json", Body=json.dumps(manifest).encode()
-    )
-    uri = f"s3://{bucket}/{KEY}"
-    home = HyperIOManager(database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / "w")))
-    assert materialize([sales], partition_key="2024-01-02", resources={"io_manager": home}).success
+    uri, _ = _write_after_old_manifest(s3, bucket, manifest, tmp_path)
     current = Generations(store_home(bucket).connect(), uri, "shop.hyper").current()
     assert current is not None and current.number == 2 and current.extract_id == "e1"
     assert all(p.key.startswith("chunks/") for f in current.files for p in f.parts)
@@ -141,12 +136,7 @@ def test_generations_of_shared_chunks_are_still_read_and_unknown_formats_refused
         "files": [{"path": "shop.hyper", "size": len(body), "chunks": chunks}],
         "committed_at": "2026-01-01T00:00:00+00:00",
     }
-    s3.put_object(
-        Bucket=bucket, Key=f"{KEY}/manifest/{1:020d}.json", Body=json.dumps(manifest).encode()
-    )
-    uri = f"s3://{bucket}/{KEY}"
-    home = HyperIOManager(database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / "w")))
-    assert materialize([sales], partition_key="2024-01-02", resources={"io_manager": home}).success
+    uri, home = _write_after_old_manifest(s3, bucket, manifest, tmp_path)
     generations = Generations(store_home(bucket).connect(), uri, "shop.hyper")
     current = generations.current()
     assert current is not None and (current.number, current.extract_id) == (2, "e2")
@@ -270,3 +260,17 @@ def read_days(hyper, uri: str, scratch: Path) -> list[list[object]]:
     with reader.reading() as database:
         sql = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
         return query(hyper, database, sql)
+
+
+def _write_after_old_manifest(
+    s3, bucket: str, manifest: dict, tmp_path: Path
+) -> tuple[str, HyperIOManager]:
+    """Stores `manifest` as an older version wrote generation 1, then writes the partition
+    2024-01-02 through the home; the home's URI and its IO manager."""
+    s3.put_object(
+        Bucket=bucket, Key=f"{KEY}/manifest/{1:020d}.json", Body=json.dumps(manifest).encode()
+    )
+    uri = f"s3://{bucket}/{KEY}"
+    home = HyperIOManager(database=uri, home_settings=HomeSettings(working_dir=str(tmp_path / "w")))
+    assert materialize([sales], partition_key="2024-01-02", resources={"io_manager": home}).success
+    return uri, home
