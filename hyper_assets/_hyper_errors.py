@@ -63,12 +63,16 @@ def as_error(
     table: TableName | None = None,
     otherwise: type[HyperFileError] = HyperFileError,
     advice: str = "",
+    way_out: str = "",
 ) -> HyperFileError:
     """`error` as an error of our tree: `otherwise` when Hyper's message says nothing more
-    specific than that the statement failed; `advice` (what the failure left) ends it."""
+    specific than that the statement failed; `advice` (what the failure left) ends it, then
+    `way_out` if given, else the general way out of its kind (a locked file, a missing
+    table, a damaged file)."""
     first = next(iter((error.main_message or str(error)).strip().splitlines()), "")
     words = first.strip().rstrip(".:")
     kind, said = _kind(words)
+    said = way_out or said
     if kind is HyperFileError:
         kind = otherwise
     label = table_label(table) if table is not None else None
@@ -84,13 +88,16 @@ def hyper_errors(
     table: TableName | None = None,
     otherwise: type[HyperFileError] = HyperFileError,
     advice: str = "",
+    way_out: str = "",
 ) -> Iterator[None]:
     """Runs the block; a `HyperException` leaves it as `as_error(...)`, and a
     `HyperFileError` that does not know its file yet learns `file`."""
     try:
         yield
     except HyperException as error:
-        raise as_error(error, file=file, table=table, otherwise=otherwise, advice=advice) from error
+        raise as_error(
+            error, file=file, table=table, otherwise=otherwise, advice=advice, way_out=way_out
+        ) from error
     except HyperFileError as error:
         if error.file is None and file is not None:
             error.file = _text(file)

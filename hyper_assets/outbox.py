@@ -132,11 +132,13 @@ STATE_WAY_OUT = (
     "recorded until then, and the first such publish starts recording changes again."
 )
 
-#: What to do about a change record that cannot be read.
-RECORD_WAY_OUT = (
-    "Move it out of the outbox and publish with full=True: a whole-file publish makes the "
-    "data source equal to the file without the outbox's records."
+_WHOLE = (
+    "a whole-file publish makes the data source equal to the file without the outbox's records."
 )
+#: What to do about a change record that cannot be read.
+RECORD_WAY_OUT = "Move it out of the outbox and publish with full=True: " + _WHOLE
+#: What to do about a change's captured rows that Hyper cannot read or find.
+ROWS_WAY_OUT = "Publish with full=True: " + _WHOLE
 
 
 class Outbox:

@@ -21,7 +21,7 @@ from hyper_assets._files import file_size, set_mode
 from hyper_assets._hyper_errors import hyper_errors
 from hyper_assets._sql import attach, count_rows, detach
 from hyper_assets.errors import PayloadFileError
-from hyper_assets.outbox import CAPTURED, Outbox
+from hyper_assets.outbox import CAPTURED, ROWS_WAY_OUT, Outbox
 from hyper_assets.tableau.actions import Action, And, Delete, Eq, Insert, Replace
 from hyper_assets.tableau.changes import Step
 from hyper_assets.tableau.plan import Batch, SentRows
@@ -189,7 +189,11 @@ def _gather_captured(
     source = TableName(_SOURCE, CAPTURED.schema_name, CAPTURED.name)
     for number, change in enumerate(step.changes):
         captured = outbox.rows_path(change)
-        with hyper_errors(file=captured):
+        kept = (
+            f"This file keeps what change {change.seq} wrote to {table_label(change.table)} "
+            "until it is sent: nothing was sent."
+        )
+        with hyper_errors(file=captured, advice=kept, way_out=ROWS_WAY_OUT):
             attach(connection, captured, _SOURCE, read_only=True)
         if number == 0:
             kind = "TEMPORARY TABLE" if temporary else "TABLE"

@@ -44,6 +44,7 @@ from hyper_assets.errors import (
     ConfigurationError,
     CorruptFileError,
     DataModelError,
+    HyperFileError,
     PublishError,
     PublishLockedError,
     TableauConnectionError,
@@ -535,6 +536,31 @@ def test_an_unreadable_state_or_plan_is_named_and_a_full_publish_replaces_it(
         assert setup.publish(full=True)["publish"] == "full"
         setup.assert_equal()
         assert setup.publish()["publish"] == "none"
+
+
+def test_captured_rows_hyper_cannot_read_are_named_and_a_full_publish_replaces_them(
+    setup: Setup,
+) -> None:
+    """A change's rows in the outbox, damaged or gone: the update names the change and the
+    way out, and sends nothing; a full publish then makes the copy equal to the file."""
+    published_base(setup)
+    outbox = Outbox(setup.database)
+    for step, damage in enumerate(("truncate", "delete"), start=1):
+        some_changes(setup, step)
+        (append,) = [c for c in outbox.changes() if c.kind.value == "append"]
+        path = outbox.rows_path(append)
+        if damage == "truncate":
+            path.write_bytes(path.read_bytes()[:1000])
+        else:
+            path.unlink()
+        copy = setup.remote().read_bytes()
+        said = rf"{path}: .*what change {append.seq} wrote to Extract.events.*full=True"
+        with pytest.raises(HyperFileError, match=said):
+            setup.publish()
+        assert setup.remote().read_bytes() == copy and len(outbox.changes()) == 3
+        assert setup.publish(full=True)["publish"] == "full"
+        setup.assert_equal()
+        assert not outbox.changes()
 
 
 def test_the_outbox_state_deleted_as_advised_then_each_change_is_sent_once(
