@@ -27,10 +27,10 @@ from hyper_assets import (
     HyperIOManager,
     TableauServerResource,
     TokenSignIn,
+    landing_sensor,
     quality_warning_sensor,
     tableau_datasource_asset,
 )
-from hyper_assets.sensors import landing_sensor
 
 DAY_IN_NAME = r"_(\d{4}-\d{2}-\d{2})\.parquet$"
 #: A project name or path ("Sales/EMEA"); the built-in project of a site is "Default".

@@ -1,7 +1,8 @@
 """hyper-assets: Tableau .hyper extracts as Dagster assets, written from Spark.
 
 The public surface is `__all__` (README, "Public API"): import from here. Other modules
-are internal, except `hyper_assets.emulator` (the Tableau REST emulator).
+are internal, except `hyper_assets.emulator` (the Tableau REST emulator) and
+`hyper_assets.tableau.actions` (the action batches `update_data` sends).
 """
 
 from hyper_assets.checks import (

@@ -39,7 +39,11 @@ DEFAULT_API_VERSION = "3.24"
 
 
 class Emulator:
-    """One emulated server: an HTTP thread, a job worker and (unless given) its own hyperd."""
+    """One emulated server: an HTTP thread, a job worker and (unless given) its own hyperd.
+
+    `hyper` is for this library's tests and demo, which share their hyperd with it; leave
+    it out.
+    """
 
     def __init__(
         self,

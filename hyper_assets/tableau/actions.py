@@ -1,5 +1,8 @@
 """Typed action batches for Tableau's "Update Data in Hyper Data Source" endpoint.
 
+A public module (like `hyper_assets.emulator`): build the `actions` of a client's
+`update_data` from these.
+
 Each action and condition (from `hyper_assets.tableau.conditions`, re-exported here) is a
 frozen dataclass that serialises to exactly the JSON the REST API documents
 (`target-table`, `source-col`, `const`, `args`, ...) and parses back from it. Parsing
