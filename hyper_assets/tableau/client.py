@@ -139,18 +139,31 @@ class TableauClient:
         **kwargs: Any,
     ) -> T:
         """A request under the site, signed in (again, once, on 401); `read` of its reply."""
+        response = self._send(method, segments, repeatable=repeatable, headers=headers, **kwargs)
+        return replies.parse(response, call, read)
+
+    def _send(
+        self,
+        method: str,
+        segments: Sequence[str],
+        *,
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        """A request under the site, signed in (again, once, on 401); its reply (unread
+        with `stream=True`: the caller closes it)."""
 
         def send() -> httpx.Response:
             url, auth = self._signed(segments)
-            auth |= headers or {}
-            return self._transport.send(method, url, repeatable=repeatable, headers=auth, **kwargs)
+            return self._transport.send(method, url, headers=auth | (headers or {}), **kwargs)
 
         response = send()
         if response.status_code == 401:
             log.info("Tableau session expired or was ended; signing in again")
+            response.close()
             self._token = None
             response = send()
-        return replies.parse(response, call, read)
+        return response
 
     def _signed(self, segments: Sequence[str]) -> tuple[str, dict[str, str]]:
         """The URL of a request under the site, and its session header (signing in first)."""
@@ -279,28 +292,17 @@ class TableauClient:
         """
         call = f"download of data source {datasource_id}"
         download = into / "download"
-        for attempt in (1, 2):
-            url, auth = self._signed(["datasources", datasource_id, "content"])
-            params = {"includeExtract": "true"}
-            reply = self._transport.send(
-                "GET", url, repeatable=True, stream=True, params=params, headers=auth
-            )
-            try:
-                if reply.status_code == 401 and attempt == 1:
-                    log.info("Tableau session expired or was ended; signing in again")
-                    self._token = None
-                    continue
+        segments = ["datasources", datasource_id, "content"]
+        params = {"includeExtract": "true"}
+        reply = self._send("GET", segments, repeatable=True, stream=True, params=params)
+        try:
+            with self._transport.reading(call):
                 if not reply.is_success:
                     reply.read()
                     replies.parse(reply, call, lambda _: None)  # raises Tableau's error
                 save_within(reply.iter_bytes(), download, max_bytes, call)
-                break
-            except httpx.TransportError as err:
-                raise TableauConnectionError(
-                    f"Tableau {call} failed: {err!r}", maybe_applied=False
-                ) from err
-            finally:
-                reply.close()
+        finally:
+            reply.close()
         return extract_hyper(download, into / "server.hyper", max_bytes, call)
 
     # --- uploads, data updates and jobs -------------------------------------------------------

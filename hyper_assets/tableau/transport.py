@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -104,6 +105,19 @@ class Transport:
                     return response
                 response.close()
             retry += 1
+
+    @contextmanager
+    def reading(self, what: str) -> Iterator[None]:
+        """Reading a streamed reply's body (`send(stream=True)`): httpx's errors in it are
+        `TableauConnectionError`s. Nothing is retried: the caller had the reply."""
+        try:
+            yield
+        except httpx.TransportError as err:
+            raise TableauConnectionError(
+                f"Tableau server {self._host_port()}: {what} failed while reading the reply: "
+                f"{err!r}. Try again.",
+                maybe_applied=False,
+            ) from err
 
     def close(self) -> None:
         self.http.close()

@@ -115,3 +115,18 @@ def test_the_client_takes_the_hyper_out_of_a_tdsx(
         assert hyper_files.read(got) == hyper_files.read(published)
         with pytest.raises(Exception, match="larger than 100 bytes"):
             tableau.download_datasource(source.id, tmp_path / "into", max_bytes=100)
+
+
+def test_a_download_whose_session_expired_signs_in_again(
+    emulator: Emulator, hyper_files: Any, tmp_path: Path
+) -> None:
+    published = flights_file(hyper_files, tmp_path / "full.hyper", 5, 2)
+    (tmp_path / "into").mkdir()
+    with client(emulator) as tableau:
+        Publisher(published, HyperResource(), tableau, NAME, PROJECT).publish()
+        source = tableau.find_datasource(NAME, tableau.project(PROJECT).id)
+        assert source is not None
+        emulator.faults.expire_sessions_before("GET", r"/content$")
+        got = tableau.download_datasource(source.id, tmp_path / "into", max_bytes=2**20)
+        assert hyper_files.read(got) == hyper_files.read(published)
+        assert not emulator.faults.take_expiry("GET", f"/datasources/{source.id}/content")
