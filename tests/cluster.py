@@ -234,10 +234,11 @@ def standalone_cluster(directory: Path, hidden: list[Path] | None = None) -> Ite
 
 
 def _workers_alive(cluster: SparkCluster) -> int:
-    """Workers the master counts; 0 while its web UI, though listening, answers 404."""
+    """Workers the master counts; 0 while its web UI, though listening, answers 404 or,
+    before its JSON handler is attached, an HTML page (seen once in a full run)."""
     try:
         return int(cluster.state().get("aliveworkers", 0))
-    except urllib.error.HTTPError:
+    except (urllib.error.HTTPError, json.JSONDecodeError):
         return 0
 
 
