@@ -71,8 +71,8 @@ def as_error(
     table, a damaged file)."""
     first = next(iter((error.main_message or str(error)).strip().splitlines()), "")
     words = first.strip().rstrip(".:")
-    kind, said = _kind(words)
-    said = way_out or said
+    kind, general = _kind(words)
+    said = way_out or general
     if kind is HyperFileError:
         kind = otherwise
     label = table_label(table) if table is not None else None

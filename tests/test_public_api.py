@@ -30,6 +30,20 @@ def test_the_docs_import_only_public_names():
     assert used and used <= set(hyper_assets.__all__), used - set(hyper_assets.__all__)
 
 
+def test_the_docs_import_modules_only_where_they_are_public():
+    """Besides the package, the docs import only the two modules `__init__` calls public;
+    the names the README says the action module has are there."""
+    from hyper_assets.tableau import actions
+
+    modules = {
+        m
+        for doc in DOCS
+        for m in re.findall(r"from (hyper_assets\.[\w.]+) import", doc.read_text())
+    }
+    assert modules <= {"hyper_assets.emulator", "hyper_assets.tableau.actions"}, modules
+    assert {"Insert", "Upsert", "Delete", "parse_batch"} <= set(actions.__all__)
+
+
 def test_the_readme_lists_the_public_api():
     """The README's "Public API" section names exactly `__all__`: add a new export there."""
     readme = (ROOT / "README.md").read_text()

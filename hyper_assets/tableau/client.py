@@ -138,7 +138,7 @@ class TableauClient:
         headers: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> T:
-        """A request under the site, signed in (again, once, on 401); `read` of its reply."""
+        """`_send`, then `read` of its reply (or the error that says what to do)."""
         response = self._send(method, segments, repeatable=repeatable, headers=headers, **kwargs)
         return replies.parse(response, call, read)
 
