@@ -5,6 +5,7 @@ Each message names the table, column or field at fault and says how to fix it.
 HyperAssetsError
 ├── ConfigurationError              asset metadata or resource config that cannot work
 │   ├── ComponentSpecError          a defs.yaml field of the component
+│   ├── OutputError                 an output that cannot be a table: None, no columns, no frame
 │   ├── StagingNotSharedError       Spark staged where this process cannot read
 │   └── UnsupportedHomeError        a database URI whose store this library cannot serve
 ├── UnsupportedTypeError            a column type a .hyper table cannot store
@@ -145,6 +146,11 @@ class ComponentSpecError(ConfigurationError):
     def __init__(self, field: str, problem: str):
         super().__init__(f"{field}: {problem}. Fix it in defs.yaml.")
         self.field = field
+
+
+class OutputError(ConfigurationError):
+    """What an asset or op returned cannot be stored as a table: `None` from an output
+    that is not typed `None`, a frame of no columns, or an object that is not a frame."""
 
 
 class IngestError(HyperFileError):

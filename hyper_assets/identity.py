@@ -217,7 +217,8 @@ def _instance(context: dg.InputContext | dg.OutputContext) -> dg.DagsterInstance
 def write_guard(context: dg.OutputContext, label: str, *, full_refresh: bool) -> WriteGuard:
     """The guard of a write of the asset of `context` (`full_refresh`: of all its rows)."""
     instance = _instance(context)
-    records = latest(instance, context.asset_key) if instance else []
+    # An op's output has no materialisation to compare with.
+    records = latest(instance, context.asset_key) if instance and context.has_asset_key else []
     partitioned = context.has_asset_partitions
     return WriteGuard(
         records[0] if records else None,
@@ -231,8 +232,10 @@ def loaded_records(
     context: dg.InputContext,
 ) -> tuple[list[Recorded], dg.PartitionsDefinition | None]:
     """The latest materialisation of each partition a load reads (of the asset, when
-    unpartitioned), and the asset's partitions."""
+    unpartitioned; none for an op's output), and the asset's partitions."""
     instance = _instance(context)
+    if not context.has_asset_key:  # another op's output: nothing materialised to compare
+        return [], None
     if not context.has_asset_partitions:
         return (latest(instance, context.asset_key) if instance else []), None
     keys = context.asset_partition_keys

@@ -26,11 +26,17 @@ from dagster import (
 )
 from pydantic import Field, PrivateAttr, model_validator
 from pyspark.sql import DataFrame as SparkDataFrame
+from pyspark.sql.types import StructType
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets._sql import count_rows, transaction
 from hyper_assets.compaction import AutoCompact, CompactResult, compact_if_wasteful
-from hyper_assets.errors import CompactionError, ConfigurationError, DatabaseLockedError
+from hyper_assets.errors import (
+    CompactionError,
+    ConfigurationError,
+    DatabaseLockedError,
+    OutputError,
+)
 from hyper_assets.frames import arrow_stream, python_loader
 from hyper_assets.geography import as_geography
 from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
@@ -43,7 +49,12 @@ from hyper_assets.identity import (
     write_guard,
 )
 from hyper_assets.ingest import Write, write_table
-from hyper_assets.loading import export_parquet, select_columns, stored_columns
+from hyper_assets.loading import (
+    export_no_columns,
+    export_parquet,
+    select_columns,
+    stored_columns,
+)
 from hyper_assets.materialization import (
     PartitionCounter,
     Written,
@@ -65,6 +76,8 @@ from hyper_assets.staging import (
     parse_root,
     stage_arrow,
 )
+from hyper_assets.tables import Catalog
+from hyper_assets.target import Partitions, Target, input_target, output_target
 from hyper_assets.transfer import StagingMode, resolve_mode, stage, to_spark
 from hyper_assets.types import Column, columns_from_arrow, columns_from_spark, needed_version
 from hyper_assets.upgrade import file_for_write
@@ -73,7 +86,8 @@ _log = logging.getLogger(__name__)
 
 
 class HyperIOManager(ConfigurableIOManager):
-    """Stores each asset as table `"schema"."table"` of one `.hyper` file.
+    """Stores each asset as table `"schema"."table"` of one `.hyper` file, and each op's
+    output as `"schema"."<output name>"` (`hyper_assets.target`).
 
     Asset metadata steers the write: `partition_expr` (partitioned assets),
     `write_mode` ("append" or "upsert"), `primary_key`, `foreign_keys`,
@@ -213,9 +227,16 @@ class HyperIOManager(ConfigurableIOManager):
         return TableSpec.parse(asset_key_path, metadata, self.default_schema)
 
     def handle_output(self, context: OutputContext, obj: object) -> None:
+        target = output_target(context, self.default_schema)
         if obj is None:
-            return
-        spec = self.spec_for(context.asset_key.path, context.definition_metadata)
+            if context.dagster_type.is_nothing:  # typed `-> None`: nothing to store
+                return
+            raise OutputError(
+                f"{target.subject} returned None, not a frame: nothing was written. Return "
+                "the frame (a missing `return`?), or annotate the function `-> None` when "
+                "it stores nothing through the IO manager."
+            )
+        spec = target.spec
         table, label = spec.table, spec.label
         hyper = self.home.hyper
         version, cap = hyper.default_database_version, hyper.max_database_version
@@ -225,19 +246,20 @@ class HyperIOManager(ConfigurableIOManager):
         elif stream is not None:
             columns = columns_from_arrow(stream.schema, label, version, cap)
         else:
-            raise ConfigurationError(
-                f"Asset {label} returned a {type(obj).__name__}; HyperIOManager stores "
+            raise OutputError(
+                f"{target.subject} returned a {type(obj).__name__}; HyperIOManager stores "
                 "pyspark.sql.DataFrame and any frame that exports an Arrow stream "
                 "(pyarrow, pandas 2.2+, polars, DuckDB results)."
             )
         columns = as_geography(columns, spec.geography, label)
-        check_frame(context.asset_key.to_user_string(), spec, columns, context.has_asset_partitions)
+        partitioned = target.partitions is not None
+        check_frame(target, columns)
         write = Write(
             table,
             columns,
-            spec.write_mode(context.has_asset_partitions),
+            spec.write_mode(partitioned),
             spec.keys,
-            self._window(context, spec, columns),
+            target.window(columns),
             add_columns=spec.add_columns,
         )
         guard = write_guard(context, label, full_refresh=write.mode is WriteMode.REPLACE)
@@ -254,9 +276,7 @@ class HyperIOManager(ConfigurableIOManager):
                 staged = stage_arrow(stream, directory, self.staging_compression)
                 transfer = {}
             loading = time.perf_counter()
-            written = self._write(
-                write, staged, range_counter(context, spec, columns), guard, context.log
-            )
+            written = self._write(write, staged, range_counter(target, columns), guard, context.log)
         result = written.result
         for note in result.notes:
             context.log.warning(note)
@@ -265,9 +285,10 @@ class HyperIOManager(ConfigurableIOManager):
             f"{time.perf_counter() - started:.1f} s, into {self.home.database}"
         )
         counts = {"dagster/row_count": written.table_rows}
-        if context.has_asset_partitions:
-            counts[_partition_count_key(context)] = written.window_rows
-        report_partition_rows(context, written.partition_rows)
+        if target.partitions is not None:
+            counts[_partition_count_key(target.partitions)] = written.window_rows
+        if target.asset is not None:
+            report_partition_rows(context, written.partition_rows)
         declared = (context.definition_metadata or {}).get("dagster/column_schema")
         home = self.home
         context.add_output_metadata(
@@ -349,7 +370,7 @@ class HyperIOManager(ConfigurableIOManager):
         table = spec.table
         with self.home.writing() as database:
             with self.home.hyper.open(database, create=False) as connection:
-                columns = stored_columns(connection, table, self.home.database, label)
+                columns = stored_columns(connection, table, self.home.database, f"asset {label!r}")
             window = partition_window(
                 asset.partitions_def, partition_keys, spec.partition_expr, columns, spec.label
             )
@@ -382,25 +403,9 @@ class HyperIOManager(ConfigurableIOManager):
             log.info(f"Compacted {self.home.database}: {result}")
         return result
 
-    def _window(
-        self, context: OutputContext | InputContext, spec: TableSpec, columns: list[Column]
-    ) -> Window | None:
-        if not context.has_asset_partitions:
-            return None
-        return partition_window(
-            context.asset_partitions_def,
-            context.asset_partition_keys,
-            spec.partition_expr,
-            columns,
-            spec.label,
-        )
-
     def load_input(self, context: InputContext) -> object:
-        upstream = context.upstream_output
-        spec = self.spec_for(
-            context.asset_key.path, upstream.definition_metadata if upstream else None
-        )
-        label = spec.label
+        target = input_target(context, self.default_schema)
+        label = target.spec.label
         wanted = input_columns(context.definition_metadata, label)
         load_python = python_loader(context.dagster_type.typing_type)
         if load_python is None:  # before the export: a session that cannot load it fails first
@@ -411,27 +416,28 @@ class HyperIOManager(ConfigurableIOManager):
         with self.home.reading() as database:
             found = read_identity(database)
             require_same(found, recorded, self.home.uri, f"Loading {label}", defined)
-            columns = self._export(database, context, spec, wanted, path)
+            columns = self._export(database, target, wanted, path)
         if load_python is not None:
             return load_python(path)
+        if not columns:
+            return session.createDataFrame([], StructType([]))
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 
     def _export(
-        self,
-        database: Path,
-        context: InputContext,
-        spec: TableSpec,
-        wanted: tuple[str, ...] | None,
-        path: Path,
+        self, database: Path, target: Target, wanted: tuple[str, ...] | None, path: Path
     ) -> list[Column]:
-        """Writes the `wanted` columns of the partitions `context` loads to Parquet `path`;
-        the columns written."""
-        asset = context.asset_key.to_user_string()
+        """Writes the `wanted` columns of the rows `target` loads to Parquet `path`; the
+        columns written. A load of no partitions (a self-dependent asset's first
+        partition) reads no rows, and of a table not there yet, no columns either."""
+        spec = target.spec
+        if target.reads_nothing and not database.exists():
+            return export_no_columns(path)
         with self.home.hyper.connect(database, create=False) as connection:
-            stored = stored_columns(connection, spec.table, self.home.database, asset)
+            if target.reads_nothing and not Catalog(connection).exists(spec.table):
+                return export_no_columns(path)
+            stored = stored_columns(connection, spec.table, self.home.database, target.who)
             columns = select_columns(stored, wanted, spec.label)
-            window = self._window(context, spec, stored)
-            export_parquet(connection, spec.table, columns, window, path)
+            export_parquet(connection, spec.table, columns, target.where(stored), path)
         return columns
 
 
@@ -444,8 +450,8 @@ def _delete(connection: Connection, table: TableName, window: Window) -> int:
         return connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
 
 
-def _partition_count_key(context: OutputContext) -> str:
+def _partition_count_key(partitions: Partitions) -> str:
     """Rows of the one partition written, or of a backfilled range of them."""
-    if len(context.asset_partition_keys) == 1:
+    if len(partitions.keys) == 1:
         return "dagster/partition_row_count"
     return RANGE_ROW_COUNT

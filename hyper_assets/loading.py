@@ -1,26 +1,29 @@
 """How `HyperIOManager` reads a table back: its stored columns, the ones an input asks
-for, and the rows of the partitions it loads, exported to Parquet inside Hyper."""
+for, and the rows of the partitions it loads, exported to Parquet inside Hyper (or, for a
+load of no partitions of a table not there yet, a file of no columns)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tableauhyperapi import Connection, TableName, escape_string_literal
 
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
-from hyper_assets.partitions import Window
 from hyper_assets.tables import Catalog, table_label
 from hyper_assets.types import Column, export_sql
 
 
 def stored_columns(
-    connection: Connection, table: TableName, database: str, asset: str
+    connection: Connection, table: TableName, database: str, who: str
 ) -> list[Column]:
-    """The columns of `table` in `database`; `TableNotFoundError` naming `asset` if absent."""
+    """The columns of `table` in `database`; `TableNotFoundError` naming `who` (the asset
+    or op output it stores, "asset 'sales'") if absent."""
     catalog = Catalog(connection)
     if not catalog.exists(table):
         raise TableNotFoundError(
-            f"Table {table_label(table)} is not in {database}: materialise asset {asset} first."
+            f"Table {table_label(table)} is not in {database}: materialise {who} first."
         )
     return catalog.columns(table)
 
@@ -45,12 +48,20 @@ def export_parquet(
     connection: Connection,
     table: TableName,
     columns: list[Column],
-    window: Window | None,
+    where: str | None,
     path: Path,
 ) -> None:
-    """Writes `columns` of the rows of `window` (all rows without it) to Parquet `path`."""
+    """Writes `columns` of the rows matching SQL `where` (all rows without it) to Parquet
+    `path`."""
     select = ", ".join(export_sql(c) for c in columns)
-    query = f"SELECT {select} FROM {table}" + (f" WHERE {window.sql}" if window else "")
+    query = f"SELECT {select} FROM {table}" + (f" WHERE {where}" if where else "")
     connection.execute_command(
         f"COPY ({query}) TO {escape_string_literal(str(path))} WITH (FORMAT => 'parquet')"
     )
+
+
+def export_no_columns(path: Path) -> list[Column]:
+    """Writes a Parquet file of no columns and no rows to `path` (what a load of no
+    partitions of a table not there yet reads); its columns, none."""
+    pq.write_table(pa.table({}), path)
+    return []

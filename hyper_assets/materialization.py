@@ -23,8 +23,8 @@ from hyper_assets.compaction import CompactResult
 from hyper_assets.identity import identity_metadata
 from hyper_assets.ingest import Write, WriteResult
 from hyper_assets.partitions import partition_counts
-from hyper_assets.spec import TableSpec
 from hyper_assets.tables import table_label
+from hyper_assets.target import Target
 from hyper_assets.types import Column, describe
 from hyper_assets.upgrade import VersionUpgrade
 
@@ -65,20 +65,19 @@ class Written:
     identity: str
 
 
-def range_counter(
-    context: OutputContext, spec: TableSpec, columns: list[Column]
-) -> PartitionCounter | None:
+def range_counter(target: Target, columns: list[Column]) -> PartitionCounter | None:
     """Counts each partition of a backfilled range; None for one partition or none."""
-    if not context.has_asset_partitions or len(context.asset_partition_keys) == 1:
+    partitions = target.partitions
+    if partitions is None or len(partitions.keys) == 1:
         return None
     return partial(
         partition_counts,
-        table=spec.table,
-        definition=context.asset_partitions_def,
-        keys=context.asset_partition_keys,
-        partition_expr=spec.partition_expr,
+        table=target.spec.table,
+        definition=partitions.definition,
+        keys=partitions.keys,
+        partition_expr=target.spec.partition_expr,
         columns=columns,
-        asset=spec.label,
+        asset=target.spec.label,
     )
 
 

@@ -101,7 +101,7 @@ def test_a_metadata_mistake_fails_before_spark_runs(
             resources={"io_manager": HyperIOManager(database=str(database))},
             partition_key="2024-01-03",
         )
-    assert f"Asset {table}:" in str(refused.value)
+    assert f"Asset {table!r}:" in str(refused.value)
     if mistake != "upsert without a key":
         assert "its columns: id, day, store_id" in str(refused.value)
     assert spark_jobs(spark) == jobs  # nothing staged: Spark ran no job
