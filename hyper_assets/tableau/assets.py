@@ -204,7 +204,7 @@ def _assets(ref: object) -> dict[dg.AssetKey, Mapping[str, Any]] | None:
 def _refuse(field: str, datasource: str, value: object, strings: str) -> ConfigurationError:
     """`value` in `field` is of no type it takes; `strings`: what a string there names."""
     return ConfigurationError(
-        f"{field}= of data source {datasource!r} holds {value!r}, a {type(value).__name__}; "
+        f"{field}= of data source {datasource!r} holds {value!r} ({type(value).__name__}); "
         f"pass assets (@asset definitions or AssetSpecs), AssetKeys, or {strings}."
     )
 
@@ -236,7 +236,7 @@ def _held_tables(
         return None
     if not isinstance(tables, list | tuple):
         raise ConfigurationError(
-            f"tables= of data source {datasource!r} is {tables!r}, a {type(tables).__name__}; "
+            f"tables= of data source {datasource!r} is {tables!r} ({type(tables).__name__}); "
             'give a list, e.g. tables=[sales, "products"].'
         )
     held: list[_HeldTable] = []

@@ -66,7 +66,7 @@ def _published(asset: object) -> tuple[str, dg.AssetKey]:
             return names[0], asset.key
         shown = f"asset {', '.join(k.to_user_string() for k in asset.keys)!r}"
     else:
-        shown = f"{asset!r}, a {type(asset).__name__},"
+        shown = f"{asset!r} ({type(asset).__name__})"
     raise ConfigurationError(
         f"tableau_translator takes the assets tableau_datasource_asset makes; {shown} is "
         "none of them."
