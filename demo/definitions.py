@@ -38,7 +38,8 @@ PROJECT = os.environ.get("TABLEAU_PROJECT", "Default")
 
 #: The published data sources: one star each, as Tableau takes a published file. The file
 #: holds two facts sharing `airports`, which Tableau refuses as one data source. Their
-#: keys are under `tableau/`: the default key of "Flights" is the table's, `flights`.
+#: keys are under `tableau/`: the default key of "Flights" is the table's, `flights`
+#: (`tableau_translator(DATASOURCES)` hangs dagster-tableau's sheets below them).
 TABLES = {
     "Flights": ["flights", "airlines", "airports", "destinations", "planes"],
     "Weather": ["weather", "airports"],

@@ -83,6 +83,7 @@ from hyper_assets.tableau.resource import (
     TableauServerResource,
     TokenSignIn,
 )
+from hyper_assets.tableau.translator import tableau_translator
 from hyper_assets.transfer import StagingMode
 from hyper_assets.upgrade import VersionUpgrade, upgrade_database
 
@@ -164,5 +165,6 @@ __all__ = [
     "row_count_check",
     "set_quality_warning",
     "tableau_datasource_asset",
+    "tableau_translator",
     "upgrade_database",
 ]

@@ -177,29 +177,104 @@ def datasource_key(datasource: str) -> dg.AssetKey:
     return dg.AssetKey([re.sub(r"[^A-Za-z0-9_]+", "_", datasource).lower()])
 
 
+#: What `deps` takes: an asset (its definition or its spec), its key or `AssetDep`, or the
+#: name of an asset of a one-part key; `tables` takes the same, a string there being a table
+#: name.
+AssetRef = dg.AssetsDefinition | dg.AssetSpec | dg.AssetKey | dg.AssetDep | str
+
+#: A table a data source holds: named (`"table"`, `"schema.table"`), or an asset's key and
+#: definition metadata, whose table the IO manager's default schema decides (`Located.spec_for`).
+_HeldTable = str | tuple[dg.AssetKey, Mapping[str, Any]]
+
+
+def _assets(ref: object) -> dict[dg.AssetKey, Mapping[str, Any]] | None:
+    """The assets `ref` stands for, each key with its definition metadata; None for a
+    string or a value of another type."""
+    if isinstance(ref, dg.AssetsDefinition):
+        return {k: ref.metadata_by_key.get(k, {}) for k in ref.keys}
+    if isinstance(ref, dg.AssetSpec):
+        return {ref.key: ref.metadata}
+    if isinstance(ref, dg.AssetDep):
+        return {ref.asset_key: {}}
+    if isinstance(ref, dg.AssetKey):
+        return {ref: {}}
+    return None
+
+
+def _refuse(field: str, datasource: str, value: object, strings: str) -> ConfigurationError:
+    """`value` in `field` is of no type it takes; `strings`: what a string there names."""
+    return ConfigurationError(
+        f"{field}= of data source {datasource!r} holds {value!r} ({type(value).__name__}); "
+        f"pass assets (@asset definitions or AssetSpecs), AssetKeys, or {strings}."
+    )
+
+
 def _dep_metadata(
-    deps: Sequence[dg.AssetsDefinition | dg.AssetKey | dg.AssetDep | str],
+    deps: Sequence[AssetRef], datasource: str
 ) -> dict[dg.AssetKey, Mapping[str, Any]]:
-    """Each dependency's key and, for an AssetsDefinition, its definition metadata."""
+    """Each dependency's key and, for an asset's definition or spec, its definition metadata."""
     found: dict[dg.AssetKey, Mapping[str, Any]] = {}
     for dep in deps:
-        if isinstance(dep, dg.AssetsDefinition):
-            found.update({k: dep.metadata_by_key.get(k, {}) for k in dep.keys})
-        elif isinstance(dep, dg.AssetDep):
-            found[dep.asset_key] = {}
-        else:
-            found[dg.AssetKey.from_coercible(dep)] = {}
+        assets = _assets(dep)
+        if assets is None:
+            if not isinstance(dep, str):
+                raise _refuse("deps", datasource, dep, 'the names of assets ("flights")')
+            assets = {dg.AssetKey(dep): {}}
+        found.update(assets)
     return found
 
 
+def _held_tables(
+    tables: Sequence[AssetRef] | None,
+    deps: Mapping[dg.AssetKey, Mapping[str, Any]] | None,
+    datasource: str,
+) -> list[_HeldTable] | None:
+    """`tables` as names and assets' (key, metadata); an asset must be among `deps`, whose
+    metadata a bare key takes (None: an op, which has no deps). `ConfigurationError` for a
+    value of another type."""
+    if tables is None:
+        return None
+    if not isinstance(tables, list | tuple):
+        raise ConfigurationError(
+            f"tables= of data source {datasource!r} is {tables!r} ({type(tables).__name__}); "
+            'give a list, e.g. tables=[sales, "products"].'
+        )
+    held: list[_HeldTable] = []
+    for table in tables:
+        assets = _assets(table)
+        if assets is None:
+            if not isinstance(table, str):
+                raise _refuse("tables", datasource, table, 'table names ("table", "schema.table")')
+            held.append(table)
+            continue
+        for key, metadata in assets.items():
+            if deps is not None:
+                if key not in deps:
+                    raise ConfigurationError(
+                        f"tables= of data source {datasource!r} holds asset "
+                        f"{key.to_user_string()!r}, which is not in its deps; add it to deps=."
+                    )
+                metadata = metadata or deps[key]
+            held.append((key, metadata))
+    return held
+
+
 def _held(
-    deps: dict[dg.AssetKey, Mapping[str, Any]], tables: Sequence[str] | None
+    deps: dict[dg.AssetKey, Mapping[str, Any]], tables: Sequence[_HeldTable] | None
 ) -> dict[dg.AssetKey, Mapping[str, Any]]:
     """The dependencies whose table the data source holds: all of them without `tables`."""
     if tables is None:
         return deps
-    names = {name.rsplit(".", 1)[-1] for name in tables}
-    return {k: m for k, m in deps.items() if (m.get("table") or k.path[-1]) in names}
+    keys = {t[0] for t in tables if not isinstance(t, str)}
+    names = {t.rsplit(".", 1)[-1] for t in tables if isinstance(t, str)}
+    return {k: m for k, m in deps.items() if k in keys or (m.get("table") or k.path[-1]) in names}
+
+
+def _table_names(tables: Sequence[_HeldTable] | None, located: Located) -> list[str] | None:
+    """The held tables' names in the file (`"schema.table"` for an asset)."""
+    if tables is None:
+        return None
+    return [t if isinstance(t, str) else located.spec_for(t[0].path, t[1]).label for t in tables]
 
 
 def _declared_model(
@@ -283,7 +358,7 @@ def tableau_datasource_asset(
     *,
     datasource: str,
     project: str,
-    deps: Sequence[dg.AssetsDefinition | dg.AssetKey | dg.AssetDep | str],
+    deps: Sequence[AssetRef],
     key: str | Sequence[str] | dg.AssetKey | None = None,
     group_name: str | None = None,
     io_manager_key: str = "io_manager",
@@ -291,7 +366,7 @@ def tableau_datasource_asset(
     tableau_key: str = "tableau",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     automation_condition: dg.AutomationCondition | None = None,
-    tables: Sequence[str] | None = None,
+    tables: Sequence[AssetRef] | None = None,
     lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
 ) -> dg.AssetsDefinition:
     """An asset that publishes the `.hyper` file as data source `datasource` of `project`.
@@ -303,10 +378,11 @@ def tableau_datasource_asset(
     publish for every table in the file. To publish under Dagster's automation, pass
     `automation_condition=publish_condition()`.
 
-    `tables` (`"table"` or `"schema.table"`) are the tables of the file the data source
-    holds, every table without it. Tableau takes them only as one star: one fact table,
-    reaching every other through foreign keys (`hyper_assets.tableau.model`); publish each
-    star of a file as a data source of its own.
+    `tables` are the tables of the file the data source holds, every table without it:
+    assets of `deps` (their definitions, specs or keys: the table each is stored as) or
+    table names (`"table"` or `"schema.table"`). Tableau takes them only as one star: one
+    fact table, reaching every other through foreign keys (`hyper_assets.tableau.model`);
+    publish each star of a file as a data source of its own.
 
     `max_payload_bytes` caps each update request's payload file (a server refusing one
     as too large gets it cut smaller). One publish of a data source runs at a time: a
@@ -319,8 +395,10 @@ def tableau_datasource_asset(
     `ExtractRecreatedError`, before anything is sent.
     """
     source = ExtractSource(io_manager_key, database_key)
-    sources = _held(_dep_metadata(deps), tables)
-    declared = all(isinstance(d, dg.AssetsDefinition) for d in deps)
+    dependencies = _dep_metadata(deps, datasource)
+    held = _held_tables(tables, dependencies, datasource)
+    sources = _held(dependencies, held)
+    declared = all(isinstance(d, dg.AssetsDefinition | dg.AssetSpec) for d in deps)
 
     @dg.asset(
         key=dg.AssetKey.from_coercible(key) if key else datasource_key(datasource),
@@ -347,7 +425,7 @@ def tableau_datasource_asset(
             tableau_key,
             max_payload_bytes,
             lock_timeout_seconds,
-            tables,
+            _table_names(held, located),
             list(sources),
         )
         lineage = _stored_lineage(located, sources)
@@ -365,14 +443,15 @@ def build_publish_op(
     database_key: str | None = None,
     tableau_key: str = "tableau",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-    tables: Sequence[str] | None = None,
+    tables: Sequence[AssetRef] | None = None,
     lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
 ) -> dg.OpDefinition:
     """An op that publishes the `.hyper` file (its `tables`, `max_payload_bytes` and
-    `lock_timeout_seconds` as `tableau_datasource_asset` says); wire its `start` input
-    after the writes. The file is found as by `tableau_datasource_asset`; an op has no
-    asset deps whose identity it could compare."""
+    `lock_timeout_seconds` as `tableau_datasource_asset` says, an asset in `tables` being
+    in no deps); wire its `start` input after the writes. The file is found as by
+    `tableau_datasource_asset`; an op has no asset deps whose identity it could compare."""
     source = ExtractSource(io_manager_key, database_key)
+    held = _held_tables(tables, None, datasource)
 
     @dg.op(
         name=name,
@@ -382,16 +461,17 @@ def build_publish_op(
         tags={"dagster/kind/tableau": ""},
     )
     def publish_op(context: dg.OpExecutionContext, config: PublishConfig) -> dg.Output[None]:
+        located = source.locate(context.resources, f"Publishing {datasource!r}")
         metadata = _publish(
             context,
             config,
             datasource,
             project,
-            source.locate(context.resources, f"Publishing {datasource!r}"),
+            located,
             tableau_key,
             max_payload_bytes,
             lock_timeout_seconds,
-            tables,
+            _table_names(held, located),
         )
         return dg.Output(None, metadata=metadata)
 

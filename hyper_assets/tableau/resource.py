@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from dagster import Config, ConfigurableResource
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from hyper_assets._env import plain
 from hyper_assets._files import MEGABYTE
@@ -133,18 +133,9 @@ class TableauServerResource(ConfigurableResource):
         default=3600.0, description="Give up waiting for a job after this long."
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_flat_sign_in(cls, data: Any) -> Any:
-        """Name the new field for an old flat sign-in field (without showing any value)."""
-        old = [name for name in _MOVED if isinstance(data, dict) and name in data]
-        if old:
-            moved = "; ".join(f"{name} -> {_MOVED[name]}" for name in old)
-            raise ConfigurationError(
-                f"TableauServerResource signs in through one field now, sign_in: {moved} "
-                "(TokenSignIn and ConnectedAppSignIn are in hyper_assets)."
-            )
-        return data
+    def __init__(self, **data: Any) -> None:
+        _check_sign_in(data)
+        super().__init__(**data)
 
     def settings(self) -> ClientSettings:
         """The frozen settings a `TableauClient` takes, the secrets read."""
@@ -173,3 +164,41 @@ class TableauServerResource(ConfigurableResource):
     def client(self) -> TableauClient:
         """A new client; use it as a context manager so it signs out and closes."""
         return TableauClient(self.settings())
+
+
+#: `sign_in` as Dagster's run config gives it: the way to sign in, then its fields.
+_SIGN_INS = {"token": TokenSignIn, "connected_app": ConnectedAppSignIn}
+
+
+def _check_sign_in(data: dict[str, Any]) -> None:
+    """`ConfigurationError` saying what to pass, for the old flat sign-in fields and for a
+    `sign_in` missing or of another type (without showing any value: it may be a secret)."""
+    old = [name for name in _MOVED if name in data]
+    if old:
+        moved = "; ".join(f"{name} -> {_MOVED[name]}" for name in old)
+        raise ConfigurationError(
+            f"TableauServerResource signs in through one field now, sign_in: {moved} "
+            "(TokenSignIn and ConnectedAppSignIn are in hyper_assets)."
+        )
+    sign_in = data.get("sign_in")
+    if isinstance(sign_in, tuple(_SIGN_INS.values())):
+        return
+    if isinstance(sign_in, dict) and len(sign_in) == 1:
+        ((kind, fields),) = sign_in.items()
+        if kind in _SIGN_INS and isinstance(fields, dict):
+            return
+    found = (
+        "is missing"
+        if sign_in is None
+        else f"is a dict with keys {sorted(map(str, sign_in))}"
+        if isinstance(sign_in, dict)
+        else f"is the class {sign_in.__name__}, not an instance"
+        if isinstance(sign_in, type)
+        else f"is a {type(sign_in).__name__}"
+    )
+    raise ConfigurationError(
+        f"TableauServerResource's sign_in {found}; pass "
+        "sign_in=TokenSignIn(name=..., secret=dagster.EnvVar(...)) or sign_in=ConnectedAppSignIn("
+        "client_id=..., secret_id=..., secret_value=dagster.EnvVar(...), username=...), both "
+        "from hyper_assets."
+    )

@@ -436,8 +436,41 @@ def test_the_old_flat_sign_in_fields_are_a_clear_error_naming_sign_in(emulator: 
         TableauServerResource(
             server_url=emulator.url, connected_app_client_id=APP.client_id, username="etl"
         )
-    with pytest.raises(ValueError, match="sign_in"):  # no way to sign in at all
-        TableauServerResource(server_url=emulator.url)
+
+
+@pytest.mark.parametrize(
+    ("sign_in", "found"),
+    [
+        ({}, "is missing"),
+        ({"sign_in": None}, "is missing"),
+        ({"sign_in": TOKEN_SECRET}, "is a str"),
+        (
+            {"sign_in": {"name": TOKEN_NAME, "secret": TOKEN_SECRET}},
+            "is a dict with keys ['name', 'secret']",
+        ),
+        ({"sign_in": TokenSignIn}, "is the class TokenSignIn, not an instance"),
+    ],
+)
+def test_a_missing_or_wrong_sign_in_says_what_to_pass(sign_in: dict, found: str) -> None:
+    """Was pydantic's "Input should be a valid dictionary or object to extract fields from"
+    (or Dagster's "Object None is not a dict"); the secret is never shown."""
+    with pytest.raises(ConfigurationError) as refused:
+        TableauServerResource(server_url="https://tableau.example.com", site=SITE, **sign_in)
+    assert str(refused.value) == (
+        f"TableauServerResource's sign_in {found}; pass sign_in=TokenSignIn(name=..., "
+        "secret=dagster.EnvVar(...)) or sign_in=ConnectedAppSignIn(client_id=..., "
+        "secret_id=..., secret_value=dagster.EnvVar(...), username=...), both from hyper_assets."
+    )
+    assert TOKEN_SECRET not in str(refused.value)
+
+
+def test_sign_in_in_run_config_form_still_configures_the_resource() -> None:
+    """Dagster's own form of the union, one key naming the way to sign in, passes the check."""
+    tableau = TableauServerResource(
+        server_url="https://tableau.example.com",
+        sign_in={"token": {"name": TOKEN_NAME, "secret": TOKEN_SECRET}},
+    )
+    assert tableau.sign_in == TokenSignIn(name=TOKEN_NAME, secret=TOKEN_SECRET)
 
 
 # --- publishing ---------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ import dagster as dg
 import pytest
 from tableauhyperapi import TableName
 
-from hyper_assets.errors import DataModelError, PublishError
-from hyper_assets.tableau.assets import tableau_datasource_asset
+from hyper_assets.errors import ConfigurationError, DataModelError, PublishError
+from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau.model import data_model
 from hyper_assets.tables import ForeignKey, Keys
 
@@ -120,3 +120,74 @@ def test_the_publish_asset_shows_the_model_tableau_will_build() -> None:
     galaxy = tableau_datasource_asset(datasource="All", project="p", deps=deps)
     shown = galaxy.metadata_by_key[galaxy.key]["data_model"].value
     assert shown.startswith("Not one star; Tableau refuses it.") and "tables=[" in shown
+
+
+def test_tables_takes_what_deps_takes_an_asset_standing_for_its_stored_table() -> None:
+    """Was `AttributeError: 'AssetsDefinition' object has no attribute 'rsplit'`."""
+
+    @dg.asset(metadata={"schema": "Ref", "table": "Airports", "primary_key": ["faa"]})
+    def airports() -> None: ...
+
+    weather = dg.AssetSpec("weather", metadata={"foreign_keys": {"origin": "Ref.Airports.faa"}})
+
+    @dg.asset(metadata={"foreign_keys": {"origin": "Ref.Airports.faa"}})
+    def flights() -> None: ...
+
+    expected = (
+        "| Table | Role | Joined by |\n|---|---|---|\n| Extract.weather | fact | |\n"
+        "| Ref.Airports | dimension | Extract.weather.origin -> Ref.Airports.faa |"
+    )
+    deps = [airports, weather, flights]
+    for tables in (
+        [weather, airports],
+        [dg.AssetKey("weather"), dg.AssetDep("airports")],
+        ["weather", "Ref.Airports"],
+    ):
+        one = tableau_datasource_asset(
+            datasource="Weather", project="p", deps=deps, tables=tables, key="w"
+        )
+        assert one.metadata_by_key[one.key]["data_model"].value == expected, tables
+        assert one.asset_deps[one.key] == {a.key for a in (airports, weather, flights)}
+
+
+@pytest.mark.parametrize(
+    ("options", "message", "refused_by_the_op_too"),
+    [
+        (
+            {"tables": ["weather", 42]},
+            "tables= of data source 'Weather' holds 42 (int); pass assets (@asset definitions "
+            'or AssetSpecs), AssetKeys, or table names ("table", "schema.table").',
+            True,
+        ),
+        (
+            {"tables": "weather"},
+            "tables= of data source 'Weather' is 'weather' (str); give a list, e.g. "
+            'tables=[sales, "products"].',
+            True,
+        ),
+        (
+            {"tables": [dg.AssetKey(["shop", "stock"])]},
+            "tables= of data source 'Weather' holds asset 'shop/stock', which is not in its "
+            "deps; add it to deps=.",
+            False,  # an op has no deps
+        ),
+        (
+            {"deps": ["weather", ("shop", "stock")]},
+            "deps= of data source 'Weather' holds ('shop', 'stock') (tuple); pass assets "
+            '(@asset definitions or AssetSpecs), AssetKeys, or the names of assets ("flights").',
+            False,
+        ),
+    ],
+)
+def test_anything_else_in_tables_or_deps_is_refused_naming_it(
+    options: dict, message: str, refused_by_the_op_too: bool
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        tableau_datasource_asset(
+            **{"datasource": "Weather", "project": "p", "deps": ["weather"], **options}
+        )
+    assert str(refused.value) == message
+    if refused_by_the_op_too:
+        with pytest.raises(ConfigurationError) as by_the_op:
+            build_publish_op(datasource="Weather", project="p", tables=options["tables"])
+        assert str(by_the_op.value) == message

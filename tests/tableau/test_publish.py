@@ -1045,6 +1045,31 @@ def test_a_file_of_two_stars_is_refused_before_any_upload(setup: Setup) -> None:
     setup.assert_equal(NAME, STAR)
 
 
+def test_tables_of_assets_keys_and_names_publish_those_tables(setup: Setup) -> None:
+    """An asset, its key or its table's name: each stands for the table it is stored as,
+    for the publish asset and the publish op alike."""
+    setup.world.appended, setup.world.upserted = [(0, "zero")], [(1, 10)]
+    for asset in ("products", "events", "stock"):
+        setup.write(asset)
+    setup.write("sales", "2024-03-01")
+    resources = setup.resources()
+    assets, _ = definitions(setup.world, setup.database, resources["tableau"])
+    star = [assets["sales"], dg.AssetKey("products"), "Extract.events"]
+    assert setup.publish(tables=star)["publish"] == "full"
+    setup.assert_equal(NAME, STAR)
+
+    publish_op = build_publish_op(
+        datasource="Stock", project=PROJECT, tables=[assets["stock"], dg.AssetKey("products")]
+    )
+
+    @dg.job
+    def publish_job() -> None:
+        publish_op()
+
+    assert publish_job.execute_in_process(resources=resources).success
+    setup.assert_equal("Stock", {"stock", "products"})
+
+
 def test_one_file_as_two_data_sources_sharing_a_dimension(setup: Setup) -> None:
     """ "Sales" holds its star, "Stock" holds `stock` (keyed on two columns, one TEXT: the
     shape whose key an UPDATE must not SET) and `products`. Each has its own place in the
