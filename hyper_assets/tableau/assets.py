@@ -146,6 +146,7 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
         f"{_readable_bytes(file_bytes)}" + share,
         "payload_bytes": result.payload_bytes,
         "file_bytes": file_bytes,
+        "data_model": dg.MetadataValue.md(result.model),
         "server": dg.MetadataValue.url(where.server_url),
         "site": where.site or "(default site)",
         "project": where.project,
@@ -280,8 +281,8 @@ def _table_names(tables: Sequence[_HeldTable] | None, located: Located) -> list[
 def _declared_model(
     sources: Mapping[dg.AssetKey, Mapping[str, Any]], datasource: str
 ) -> dict[str, Any]:
-    """`data_model`: the model Tableau will build from the tables' declared keys (assets of
-    one-part keys in schema Extract, the IO manager's default)."""
+    """`data_model`: the tree the publish will send, from the tables' declared keys (assets
+    of one-part keys in schema Extract, the IO manager's default)."""
     specs = [
         TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA) for key, metadata in sources.items()
     ]
@@ -290,7 +291,7 @@ def _declared_model(
     try:
         model = data_model({spec.table: spec.keys for spec in specs}, datasource)
     except DataModelError as error:
-        return {"data_model": dg.MetadataValue.text(f"Not one star; Tableau refuses it. {error}")}
+        return {"data_model": dg.MetadataValue.text(f"Not publishable: {error}")}
     return {"data_model": dg.MetadataValue.md(describe(model))}
 
 

@@ -1,37 +1,53 @@
-"""The data model Tableau builds from a published file's keys, and the rule it must follow.
+"""The data model Tableau builds from a published file's keys, and the tree we publish.
 
 Tableau Server (2021.4 and later) and Tableau Cloud make a published `.hyper` file's data
-model from its ASSUMED foreign keys, a relationship per key, and refuse a file whose keys
-do not form one star: "Could not make a data source from the given Hyper file: it must
-contain exactly one fact table" (400000). The rule, as `data_model` applies it to the
-tables one data source holds (keys to tables it does not hold do not count):
+model from its ASSUMED foreign keys, a relationship per key, and take only "simple
+relationship trees" (Tableau's hyper-api-samples, publish-multi-table): one fact table,
+every other table reached from it once. A file that is not one refused: "Could not make
+a data source from the given Hyper file: it must contain exactly one fact table"
+(400000). Users report the refusal for a table referenced by several tables; two keys
+from one table to one dimension are our cautious reading (a relationship joins a pair of
+tables once).
 
-- one table is always a model;
-- the fact is the one table that no foreign key references; every other table is
-  reachable from it through foreign keys (so there is no cycle). Reported by users;
-- a table referenced by several tables is refused (a second report);
-- two foreign keys from one table to the same dimension (a role-playing dimension, such as
-  origin and destination airport) are refused: nothing shows how a server models them,
-  Tableau's relationships join a pair of tables once, and this is the cautious reading.
+A warehouse is rarely a tree: facts share dimensions, a fact holds two keys to one
+dimension (a role-playing dimension: origin and destination airport), a snowflake
+reaches a dimension directly and through another dimension. `data_model` makes the tree
+Tableau takes from the keys of the tables one data source holds (keys to tables it does
+not hold do not count):
+
+- the fact is the one table no foreign key of the held tables references;
+- walking the keys from the fact, each way a table is reached is a table of the tree:
+  a table reached once keeps its name, a table reached several ways is copied once per
+  way, each copy named for its role, the key columns that reach it from the fact
+  (`airports (origin)`, `airports (dest)`; `customer_address (ss_customer_sk.c_addr_sk)`);
+- every relationship is kept, between the copies;
+- several facts, a cycle of keys, a table the fact does not reach, or a tree of more than
+  `MAX_TABLES` tables is a `DataModelError` before anything is sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets.errors import ConfigurationError, DataModelError, TableauRequestError
-from hyper_assets.tables import Catalog, Keys, table_label
+from hyper_assets.tables import Catalog, ForeignKey, Keys, table_label
 
 #: Words of the reply a server gives to a file that is not one star.
 SERVER_REFUSAL = "exactly one fact table"
 
+#: The most tables a data source's tree may hold, its copies included: past it, the keys
+#: most likely fan out through many paths, and the copy would be larger than useful.
+MAX_TABLES = 64
+
 
 @dataclass(frozen=True)
 class Relationship:
-    """`columns` of `table` reference `ref_columns` of `dimension`: a relationship in Tableau."""
+    """`columns` of `table` reference `ref_columns` of `dimension`: a relationship in
+    Tableau, between tables of the published file (copies named for their role)."""
 
     table: TableName
     columns: tuple[str, ...]
@@ -47,121 +63,183 @@ class Relationship:
 
 @dataclass(frozen=True)
 class DataModel:
-    """One star (or snowflake): the fact, and a relationship to each other table."""
+    """One tree: the fact, and a relationship to each other table of the published file.
+
+    `copies` maps each table of the published file that is a copy (a role) to the file's
+    table it copies; every other table is published under its own name.
+    """
 
     fact: TableName
     relationships: tuple[Relationship, ...] = ()
+    copies: Mapping[TableName, TableName] = field(default_factory=dict)
 
     @property
     def tables(self) -> tuple[TableName, ...]:
-        """The fact first, then each dimension in the order it is reached."""
+        """The published tables: the fact first, then each dimension in the order reached."""
         return (self.fact, *(r.dimension for r in self.relationships))
 
+    def source(self, published: TableName) -> TableName:
+        """The file's table a published table holds the rows of."""
+        return self.copies.get(published, published)
 
-def data_model(keys: Mapping[TableName, Keys], datasource: str) -> DataModel:
-    """The model of a data source holding the tables of `keys`; `DataModelError` if none."""
+    def published(self, table: TableName) -> tuple[TableName, ...]:
+        """The published tables holding the rows of the file's `table` (its copies)."""
+        return tuple(t for t in self.tables if self.source(t) == table)
+
+
+def data_model(
+    keys: Mapping[TableName, Keys], datasource: str, *, chosen: bool = False
+) -> DataModel:
+    """The tree published for a data source holding the tables of `keys`; `DataModelError`
+    if there is none. `chosen`: the tables were named (`tables=`), which the advice says."""
     held = list(keys)
-    relationships = [
-        Relationship(table, fk.columns, fk.ref_table, fk.ref_columns)
-        for table, table_keys in keys.items()
-        for fk in table_keys.foreign_keys
-        if fk.ref_table in keys and fk.ref_table != table
-    ]
-    incoming = {t: [r for r in relationships if r.dimension == t] for t in held}
-    facts = [t for t in held if not incoming[t]]
-    problems = []
-    for dimension, refs in incoming.items():
-        sources = list(dict.fromkeys(r.table for r in refs))
-        for source in sources:
-            roles = [r for r in refs if r.table == source]
-            if len(roles) > 1:
-                problems.append(
-                    f"{' and '.join(str(r) for r in roles)} are two keys from one table to the "
-                    f"same dimension (a role-playing dimension), which Tableau's relationships "
-                    f"do not model: give the second role a dimension table of its own (a "
-                    f"second table with the rows of {table_label(dimension)}), or drop one "
-                    "of the keys"
-                )
-        if len(sources) > 1:
-            problems.append(
-                f"{table_label(dimension)} is referenced by several tables "
-                f"({', '.join(table_label(s) for s in sources)}), which servers refuse"
-            )
-    reached = _reachable(facts[0], relationships) if len(facts) == 1 else set()
-    unreachable = [t for t in held if t not in reached] if len(facts) == 1 else []
-    if len(held) > 1 and (len(facts) != 1 or unreachable or problems):
-        raise _refusal(datasource, held, facts, unreachable, problems, relationships)
     if not held:
         raise ConfigurationError(f"Data source {datasource!r} holds no table; give it one.")
-    by_dimension = {r.dimension: r for r in relationships}
-    order = sorted(reached - {facts[0]}, key=held.index)
-    return DataModel(facts[0], tuple(by_dimension[t] for t in order))
+    edges = {
+        t: [fk for fk in keys[t].foreign_keys if fk.ref_table in keys and fk.ref_table != t]
+        for t in held
+    }
+    referenced = {fk.ref_table for fks in edges.values() for fk in fks}
+    facts = [t for t in held if t not in referenced]
+    if not facts:
+        raise _refusal(datasource, f"its keys form a cycle ({_cycle(edges)})", _CYCLE)
+    if len(facts) > 1:
+        labels = ", ".join(table_label(f) for f in facts)
+        raise _refusal(
+            datasource,
+            f"it holds {len(facts)} fact tables (referenced by no foreign key): {labels}",
+            _NAMED if chosen else _ONE_PER_FACT,
+            facts=facts,
+        )
+    fact = facts[0]
+    paths = list(_paths(fact, edges, datasource))
+    reached = {fact, *(path[-1].ref_table for path in paths)}
+    unreachable = [t for t in held if t not in reached]
+    if unreachable:
+        labels = ", ".join(table_label(t) for t in unreachable)
+        raise _refusal(
+            datasource,
+            f"no foreign key path from its fact {table_label(fact)} reaches {labels}",
+            _UNREACHED_NAMED if chosen else _UNREACHED,
+            facts=facts,
+            unreachable=unreachable,
+        )
+    ways = Counter(path[-1].ref_table for path in paths)
+    names = {(): fact} | {
+        path: _role(path) if ways[path[-1].ref_table] > 1 else path[-1].ref_table for path in paths
+    }
+    clashing = sorted(
+        {table_label(n) for p, n in names.items() if p and n in keys and n != p[-1].ref_table}
+    )
+    if clashing:
+        raise _refusal(
+            datasource,
+            f"the role copies would take the names of its tables {', '.join(clashing)}",
+            "Rename those tables.",
+        )
+    relationships = tuple(
+        Relationship(names[path[:-1]], path[-1].columns, names[path], path[-1].ref_columns)
+        for path in paths
+    )
+    copies = {names[p]: p[-1].ref_table for p in paths if names[p] != p[-1].ref_table}
+    return DataModel(fact, relationships, copies)
 
 
-def describe(model: DataModel) -> str:
-    """The model as Markdown: the fact, then each dimension and the key that joins it."""
-    lines = [
-        "| Table | Role | Joined by |",
-        "|---|---|---|",
-        f"| {table_label(model.fact)} | fact | |",
-        *(f"| {table_label(r.dimension)} | dimension | {r} |" for r in model.relationships),
-    ]
-    return "\n".join(lines)
+def _paths(
+    fact: TableName, edges: Mapping[TableName, Sequence[ForeignKey]], datasource: str
+) -> Iterator[tuple[ForeignKey, ...]]:
+    """Each way the keys reach a table from `fact`, as the keys walked, depth first."""
+    count = 1
+    stack: list[tuple[ForeignKey, ...]] = [()]
+    while stack:
+        path = stack.pop()
+        if path:
+            yield path
+        table = path[-1].ref_table if path else fact
+        on_path = [fact, *(fk.ref_table for fk in path)]
+        for fk in reversed(edges[table]):
+            if fk.ref_table in on_path:
+                cycle = _loop(on_path, fk.ref_table)
+                raise _refusal(datasource, f"its keys form a cycle ({cycle})", _CYCLE)
+            count += 1
+            if count > MAX_TABLES:
+                raise _refusal(
+                    datasource,
+                    f"the tree from its fact {table_label(fact)} would hold more than "
+                    f"{MAX_TABLES} tables (a copy for each way a table is reached)",
+                    "Publish fewer dimensions with tables=[...], or drop keys between dimensions.",
+                )
+            stack.append((*path, fk))
 
 
-def _reachable(fact: TableName, relationships: Sequence[Relationship]) -> set[TableName]:
-    reached, frontier = {fact}, [fact]
-    while frontier:
-        table = frontier.pop()
-        for r in relationships:
-            if r.table == table and r.dimension not in reached:
-                reached.add(r.dimension)
-                frontier.append(r.dimension)
-    return reached
+def _role(path: tuple[ForeignKey, ...]) -> TableName:
+    """The copy of `path`'s last table for the role the path plays: named for the key
+    columns that reach it from the fact."""
+    table = path[-1].ref_table
+    role = ".".join("+".join(fk.columns) for fk in path)
+    return TableName(table.schema_name, f"{table.name.unescaped} ({role})")
+
+
+def _cycle(edges: Mapping[TableName, Sequence[ForeignKey]]) -> str:
+    """A cycle of keys among tables every one of which is referenced, as `a -> b -> a`."""
+    table = next(iter(edges))
+    seen = [table]
+    while True:
+        table = next(fk.ref_table for fk in edges[table])
+        if table in seen:
+            return _loop(seen, table)
+        seen.append(table)
+
+
+def _loop(path: Sequence[TableName], back_to: TableName) -> str:
+    """The cycle `path` closes by reaching `back_to` again, as `a -> b -> a`."""
+    loop = [*path[path.index(back_to) :], back_to]
+    return " -> ".join(table_label(t) for t in loop)
+
+
+_CYCLE = "Drop one of these keys."
+_ONE_PER_FACT = (
+    "Publish one data source per fact: tableau_datasource_asset(..., tables=[fact, "
+    "its dimensions])."
+)
+_NAMED = "Keep one fact in its tables=[...], or declare the key that joins them."
+_UNREACHED = "Declare a key to them, or publish them in a data source of their own."
+_UNREACHED_NAMED = "Declare a key to them, or leave them out of tables=[...]."
 
 
 def _refusal(
     datasource: str,
-    held: list[TableName],
-    facts: list[TableName],
-    unreachable: list[TableName],
-    problems: list[str],
-    relationships: list[Relationship],
+    why: str,
+    way_out: str,
+    *,
+    facts: Sequence[TableName] = (),
+    unreachable: Sequence[TableName] = (),
 ) -> DataModelError:
-    labels = [table_label(t) for t in held]
-    found = [
-        f"fact tables (referenced by no foreign key): {', '.join(table_label(f) for f in facts)}"
-        if facts
-        else "no fact table (every table is referenced by a foreign key: a cycle)"
-    ]
-    if unreachable:
-        found.append(
-            f"tables no foreign key path reaches from the fact: "
-            f"{', '.join(table_label(t) for t in unreachable)}"
-        )
-    stars = [
-        "tables=[" + ", ".join(repr(t.name.unescaped) for t in _star(fact, relationships)) + "]"
-        for fact in facts
-    ]
-    fix = (
-        "Publish each star as a data source of its own, holding its fact and the dimensions "
-        "it reaches, with tableau_datasource_asset(..., tables=[...])"
-        + (f" (here {' and '.join(stars)})" if len(stars) > 1 else "")
-        + ", or declare the foreign keys that make the tables one star."
-    )
     return DataModelError(
-        f"Data source {datasource!r} would hold tables {', '.join(labels)}, which are not one "
-        f'star, and Tableau refuses such a file ("it must contain {SERVER_REFUSAL}"): '
-        + "; ".join(found + problems)
-        + f". {fix} Nothing was sent.",
+        f"Data source {datasource!r} cannot be one tree, which Tableau requires: {why}. "
+        f"{way_out} Nothing was sent.",
         facts=[table_label(f) for f in facts],
         unreachable=[table_label(t) for t in unreachable],
     )
 
 
-def _star(fact: TableName, relationships: Sequence[Relationship]) -> list[TableName]:
-    reached = _reachable(fact, relationships)
-    return [fact, *sorted(reached - {fact}, key=table_label)]
+def describe(model: DataModel) -> str:
+    """The tree as Markdown: the fact, then each dimension (or copy) and the key that joins it."""
+    lines = [
+        "| Table | Role | Joined by |",
+        "|---|---|---|",
+        f"| {table_label(model.fact)} | fact | |",
+        *(
+            f"| {table_label(r.dimension)} | {_role_of(model, r.dimension)} | {r} |"
+            for r in model.relationships
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def _role_of(model: DataModel, table: TableName) -> str:
+    source = model.source(table)
+    return "dimension" if source == table else f"copy of {table_label(source)}"
 
 
 def held_tables(catalog: Catalog, names: Sequence[str] | None, datasource: str) -> list[TableName]:
@@ -188,10 +266,13 @@ def held_tables(catalog: Catalog, names: Sequence[str] | None, datasource: str) 
     return held
 
 
-def read_model(connection: Connection, tables: Sequence[TableName], datasource: str) -> DataModel:
-    """The model of the `tables` of the connection's database; `DataModelError` if none."""
+def read_model(
+    connection: Connection, tables: Sequence[TableName], datasource: str, *, chosen: bool
+) -> DataModel:
+    """The tree of the `tables` of the connection's database; `DataModelError` if none.
+    `chosen`: the data source names its tables."""
     catalog = Catalog(connection)
-    return data_model({t: catalog.keys(t) for t in tables}, datasource)
+    return data_model({t: catalog.keys(t) for t in tables}, datasource, chosen=chosen)
 
 
 def server_refusal(error: TableauRequestError, datasource: str) -> DataModelError | None:
@@ -200,9 +281,9 @@ def server_refusal(error: TableauRequestError, datasource: str) -> DataModelErro
     if error.code != "400000" or SERVER_REFUSAL not in error.detail:
         return None
     return DataModelError(
-        f"Tableau refused data source {datasource!r}: {error}. Its tables do not form one star "
-        "as the server reads their keys: publish each star as a data source of its own with "
-        "tableau_datasource_asset(..., tables=[...]). Nothing was changed here.",
+        f"Tableau refused data source {datasource!r}: {error}. The server does not take the "
+        "tree this library made (docs/publishing.md states the rule): publish fewer tables "
+        "with tableau_datasource_asset(..., tables=[...]). Nothing was changed here.",
         facts=[],
         unreachable=[],
     )

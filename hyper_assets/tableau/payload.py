@@ -10,7 +10,7 @@ limit, one payload file per batch. Each part's actions read its own payload tabl
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,6 +42,7 @@ class Part:
     name: str
     path: Path | None  # None: nothing to send but the step's delete
     rows: int
+    targets: tuple[TableName, ...]  # the published tables holding the step's table
     first: bool = True
 
     @property
@@ -54,7 +55,7 @@ class Part:
         return [self.name, keys_table(self.name)] if self.step.kind == "upsert" else [self.name]
 
     def actions(self) -> list[Action]:
-        return step_actions(self.step, self.name if self.path else None, self.first)
+        return step_actions(self.step, self.name if self.path else None, self.first, self.targets)
 
 
 def keys_table(source: str) -> str:
@@ -62,16 +63,25 @@ def keys_table(source: str) -> str:
     return f"{source}_keys"
 
 
-def step_actions(step: Step, source: str | None, first: bool) -> list[Action]:
-    """The actions for one payload table `source` of `step` (None: the step has no rows).
+def step_actions(
+    step: Step, source: str | None, first: bool, targets: Sequence[TableName]
+) -> list[Action]:
+    """The actions for one payload table `source` of `step` (None: the step has no rows),
+    for each published table in `targets` (the copies of the step's table: one payload
+    table serves them all).
 
     A step split over several payloads sends its window's delete or its replace with the
     first part only; the other parts insert their rows. An upsert part deletes its own
     keys (payload table `keys_table(source)`) before inserting its rows.
     """
+    return [a for target in targets for a in _actions(step, source, first, target)]
+
+
+def _actions(step: Step, source: str | None, first: bool, table: TableName) -> list[Action]:
+    """`step_actions` for one published table."""
     target = {
-        "target_schema": step.table.schema_name.name.unescaped,
-        "target_table": step.table.name.unescaped,
+        "target_schema": table.schema_name.name.unescaped,
+        "target_table": table.name.unescaped,
     }
     actions: list[Action] = []
     if step.condition is not None and first:  # a window's
@@ -115,8 +125,10 @@ def build_parts(
     steps: Sequence[Step],
     directory: Path,
     max_bytes: int,
+    published: Callable[[TableName], Sequence[TableName]],
 ) -> list[Part]:
-    """Every step's rows, in files of at most about `max_bytes`, in step order.
+    """Every step's rows, in files of at most about `max_bytes`, in step order; each part
+    is sent to the `published` tables of its step's table (its copies).
 
     The caller holds the database's lock, so the rows match the recorded changes.
     """
@@ -125,7 +137,8 @@ def build_parts(
         attach(connection, database, _LOCAL, read_only=True)
         for index, step in enumerate(steps):
             with _writing(_step_path(directory, index), f"rows of {table_label(step.table)}"):
-                part = _step_part(connection, outbox, step, directory, index)
+                targets = tuple(published(step.table))
+                part = _step_part(connection, outbox, step, directory, index, targets)
                 parts += _split(connection, part, max_bytes)
     return parts
 
@@ -135,7 +148,12 @@ def _step_path(directory: Path, index: int) -> Path:
 
 
 def _step_part(
-    connection: Connection, outbox: Outbox, step: Step, directory: Path, index: int
+    connection: Connection,
+    outbox: Outbox,
+    step: Step,
+    directory: Path,
+    index: int,
+    targets: tuple[TableName, ...],
 ) -> Part:
     name = f"{index:04d}_{step.table.name.unescaped}"
     path = _step_path(directory, index)
@@ -161,8 +179,8 @@ def _step_part(
     detach(connection, _PART)
     if rows == 0 and step.kind != "replace":
         path.unlink()
-        return Part(step, name, None, 0)
-    return Part(step, name, path, rows)
+        return Part(step, name, None, 0, targets)
+    return Part(step, name, path, rows, targets)
 
 
 def _finish_part(connection: Connection, step: Step, rows: TableName) -> int:

@@ -300,6 +300,7 @@ class PublishResult:
     rows: tuple[SentRows, ...]
     changes: int
     seconds: float
+    model: str = ""  # the tree the data source's copy holds, as Markdown (`model.describe`)
 
     @classmethod
     def of(
@@ -308,8 +309,10 @@ class PublishResult:
         datasource_id: str,
         webpage_url: str | None,
         seconds: float,
+        model: str = "",
     ) -> PublishResult:
-        """What the plans `sent` (each with its jobs' ids) sent to `datasource_id`."""
+        """What the plans `sent` (each with its jobs' ids) sent to `datasource_id`, whose
+        copy holds the tree `model`."""
         plans = [plan for plan, _ in sent]
         full = any(p.kind == "full" for p in plans)
         return cls(
@@ -323,6 +326,7 @@ class PublishResult:
             rows=tuple(r for p in plans for r in p.sent_rows()),
             changes=sum(len(p.changes) for p in plans),
             seconds=round(seconds, 3),
+            model=model,
         )
 
 

@@ -48,7 +48,13 @@ from hyper_assets.resource import HyperResource
 from hyper_assets.tableau import positions
 from hyper_assets.tableau.changes import net_steps
 from hyper_assets.tableau.client import DataSource, Job, TableauClient
-from hyper_assets.tableau.model import held_tables, read_model, server_refusal
+from hyper_assets.tableau.model import (
+    DataModel,
+    describe,
+    held_tables,
+    read_model,
+    server_refusal,
+)
 from hyper_assets.tableau.payload import batch_of, build_parts, pack
 from hyper_assets.tableau.plan import (
     FULL_WAY_OUT,
@@ -134,8 +140,8 @@ class Publisher:
 
         One publish of a data source runs at a time: a second waits for the first (across
         processes), then sends what is still unsent, so two runs never send a change twice.
-        `DataModelError`, before anything is sent or changed, when its tables are not one
-        star (`hyper_assets.tableau.model`).
+        `DataModelError`, before anything is sent or changed, when its tables cannot be
+        published as one tree (`hyper_assets.tableau.model`).
         It waits up to `lock_timeout_seconds`, then raises `PublishLockedError` naming the
         process that holds the file.
         """
@@ -187,10 +193,11 @@ class Publisher:
         elif plan is not None:
             # Replaced once the next plan is saved; for an update plan that is a full one.
             self.log.info("Replacing the unfinished %s plan %s", plan.kind, plan.id)
-        new = self._make_plan(forced_reason(full, ours, current), replaces=plan)
+        new, model = self._make_plan(forced_reason(full, ours, current), replaces=plan)
         if new is not None:
             sent.append(self._send(new, project_id))
-        return self._result(sent, time.perf_counter() - started, project_id, existing)
+        seconds = time.perf_counter() - started
+        return self._result(sent, seconds, project_id, existing, describe(model))
 
     def _rows_at_stake(self, existing: DataSource) -> str:
         """The rows of the server's copy against those of the file, per table."""
@@ -218,8 +225,9 @@ class Publisher:
 
     # --- making a plan -------------------------------------------------------------------------
 
-    def _make_plan(self, full_reason: str, replaces: Plan | None) -> Plan | None:
-        """The plan for the changes recorded so far; None when there is nothing to send.
+    def _make_plan(self, full_reason: str, replaces: Plan | None) -> tuple[Plan | None, DataModel]:
+        """The plan for the changes recorded so far (None when there is nothing to send),
+        and the tree the data source's copy holds.
 
         The plan's files go to a directory of their own; saving `plan.json` is the one
         step that replaces the plan `replaces`, so a failure before it leaves that plan.
@@ -228,8 +236,11 @@ class Publisher:
             with self.hyper.open(self.database, create=False) as connection:
                 catalog = Catalog(connection)
                 tables = held_tables(catalog, self.tables, self.datasource)
-                read_model(connection, tables, self.datasource)  # refuses before any change
-                whole_file = len(tables) == len(catalog.tables())
+                # Refuses before any change; the tree each full publish sends.
+                model = read_model(
+                    connection, tables, self.datasource, chosen=self.tables is not None
+                )
+                whole_file = len(tables) == len(catalog.tables()) and not model.copies
                 recorded = self.outbox.settle(connection)
                 state = None if full_reason else self._state()
                 sent = state.position if state else 0
@@ -250,7 +261,7 @@ class Publisher:
             if not reason and not changes:
                 if replaces is not None:  # a full plan for another data source: moot
                     shutil.rmtree(self._plan_dir)
-                return None
+                return None, model
             plan = Plan(
                 "full" if reason else "update",
                 reason or "changes since the last publish",
@@ -270,7 +281,7 @@ class Publisher:
                     shutil.copyfile(self.database, snapshot)
                 else:
                     with self.hyper.open(self.database, create=False) as connection:
-                        write_subset(connection, self.database, tables, snapshot)
+                        write_subset(connection, self.database, model, snapshot)
                 tracking = self.outbox.tracking
                 if not tracking:  # from a first publish, or after state.json was deleted
                     self.outbox.start_tracking(after=positions.highest(self.outbox))
@@ -282,11 +293,11 @@ class Publisher:
                     started_tracking=not tracking,
                 )
             else:
-                batches = self._batches(changes, types, files)
+                batches = self._batches(changes, types, files, model)
                 if not batches:  # only changes of tables no longer in the file
                     self.outbox.clear(changes)
                     shutil.rmtree(self._plan_dir)  # and a plan for another data source
-                    return None
+                    return None, model
                 plan = replace(
                     plan,
                     batches=tuple(batches),
@@ -302,7 +313,7 @@ class Publisher:
             len(changes),
             len(plan.batches) or 1,
         )
-        return plan
+        return plan, model
 
     def _files(self, plan: Plan) -> Path:
         """Where the payload files of `plan` are."""
@@ -315,13 +326,24 @@ class Publisher:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
 
     def _batches(
-        self, changes: list[Change], types: dict[TableName, dict[str, SqlType]], files: Path
+        self,
+        changes: list[Change],
+        types: dict[TableName, dict[str, SqlType]],
+        files: Path,
+        model: DataModel,
     ) -> list[Batch]:
-        """The update batches that send `changes`, their payload files written in `files`."""
+        """The update batches that send `changes` to each published copy of their table in
+        `model`, their payload files written in `files`."""
         endpoint = self.hyper.shared.endpoint
         steps = net_steps(changes, types)
         parts = build_parts(
-            endpoint, self.database, self.outbox, steps, files, self.max_payload_bytes
+            endpoint,
+            self.database,
+            self.outbox,
+            steps,
+            files,
+            self.max_payload_bytes,
+            model.published,
         )
         return [
             batch
@@ -386,11 +408,12 @@ class Publisher:
         seconds: float,
         project_id: str,
         seen: DataSource | None,
+        model: str,
     ) -> PublishResult:
         state = self._sent_state()
         url = self._webpage_url(state.datasource_id, project_id, seen)
         jobs = [(plan, tuple(job.id for job in jobs)) for plan, jobs in sent]
-        return PublishResult.of(jobs, state.datasource_id, url, seconds)
+        return PublishResult.of(jobs, state.datasource_id, url, seconds, model)
 
     def _webpage_url(
         self, datasource_id: str, project_id: str, seen: DataSource | None

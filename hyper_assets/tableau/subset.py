@@ -1,4 +1,5 @@
-"""The file a data source's first publish sends when it holds some of the file's tables."""
+"""The file a data source's full publish sends when it is not the whole file as it is: some
+of its tables, or a tree with role copies (`hyper_assets.tableau.model`)."""
 
 from __future__ import annotations
 
@@ -17,55 +18,54 @@ from tableauhyperapi import escape_string_literal as literal
 
 from hyper_assets._sql import attach, detach
 from hyper_assets.compaction import file_version
+from hyper_assets.tableau.model import DataModel
 from hyper_assets.tables import Catalog, Keys
 from hyper_assets.types import SPARK_TYPE_COMMENT, sql_name
 
 _ALIAS = "hyper_assets_subset"
 
 
-def write_subset(
-    connection: Connection, database: Path, tables: Sequence[TableName], target: Path
-) -> None:
-    """Writes `target`: the `tables` of `database` (the connection's own) and nothing else.
+def write_subset(connection: Connection, database: Path, model: DataModel, target: Path) -> None:
+    """Writes `target`: the tree `model` of tables of `database` (the connection's own).
 
-    In the file's format version, with each table's columns (types, nullability,
-    collations), the comments recording Spark types, the rows, the ASSUMED primary keys
-    and the foreign keys between these tables (a key to a table left out is left out).
+    In the file's format version; each published table (a copy of its role, or the
+    table itself) with its file table's columns (types, nullability, collations), the
+    comments recording Spark types, the rows and the ASSUMED primary key; then a foreign
+    key per relationship of the tree, and no other.
     """
     version = file_version(connection, database)
     source = str(connection.execute_scalar_query("SELECT current_database()"))
     # Read before ATTACH: with two databases attached, two-part names are ambiguous.
     catalog = Catalog(connection)
-    keys = {t: catalog.keys(t) for t in tables}
-    shapes = {t: (connection.catalog.get_table_definition(t), catalog.columns(t)) for t in tables}
+    sources = {model.source(t) for t in model.tables}
+    keys = {t: catalog.keys(t) for t in sources}
+    shapes = {t: (connection.catalog.get_table_definition(t), catalog.columns(t)) for t in sources}
     connection.execute_command(
         f"CREATE DATABASE {escape_name(str(target))} WITH VERSION {int(version)}"
     )
     attach(connection, target, _ALIAS)
     try:
-        for table in tables:
-            definition, columns = shapes[table]
+        for table in model.tables:
+            rows = model.source(table)
+            definition, columns = shapes[rows]
             connection.catalog.create_schema_if_not_exists(
                 SchemaName(_ALIAS, table.schema_name.name.unescaped)
             )
-            connection.execute_command(_create_sql(_in(_ALIAS, table), definition, keys[table]))
+            published = _in(_ALIAS, table)
+            connection.execute_command(_create_sql(published, definition, keys[rows]))
             for column in columns:
                 if column.spark_type:
                     connection.execute_command(
-                        f"COMMENT ON COLUMN {_in(_ALIAS, table)}.{escape_name(column.name)} IS "
+                        f"COMMENT ON COLUMN {published}.{escape_name(column.name)} IS "
                         + literal(SPARK_TYPE_COMMENT + column.spark_type)
                     )
+            connection.execute_command(f"INSERT INTO {published} SELECT * FROM {_in(source, rows)}")
+        for r in model.relationships:
             connection.execute_command(
-                f"INSERT INTO {_in(_ALIAS, table)} SELECT * FROM {_in(source, table)}"
+                f"ALTER TABLE {_in(_ALIAS, r.table)} ADD ASSUMED FOREIGN KEY "
+                f"({_names(r.columns)}) REFERENCES {_in(_ALIAS, r.dimension)} "
+                f"({_names(r.ref_columns)})"
             )
-        for table in tables:
-            for fk in keys[table].foreign_keys:
-                if fk.ref_table in keys and fk.ref_table != table:
-                    connection.execute_command(
-                        f"ALTER TABLE {_in(_ALIAS, table)} ADD ASSUMED FOREIGN KEY "
-                        f"({_names(fk.columns)}) REFERENCES {_in(_ALIAS, fk.ref_table)} "
-                        f"({_names(fk.ref_columns)})"
-                    )
     finally:
         detach(connection, _ALIAS)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tableauhyperapi import TableName
 
 from hyper_assets.outbox import Change
-from hyper_assets.tableau.actions import And, Delete, Eq, Insert
+from hyper_assets.tableau.actions import And, Delete, Eq, Insert, Replace
 from hyper_assets.tableau.changes import Step, net_steps
 from hyper_assets.tableau.payload import step_actions
 
@@ -19,8 +19,20 @@ def test_an_upsert_is_sent_as_delete_by_key_then_insert() -> None:
     by_key = And([Eq("id", source_col="id"), Eq("site", source_col="site")])
     target = {"target_schema": "Extract", "target_table": "stock", "source_schema": "payload"}
     for first in (True, False):
-        assert step_actions(step, "0001_stock", first) == [
+        assert step_actions(step, "0001_stock", first, [table]) == [
             Delete(**target, source_table="0001_stock_keys", condition=by_key),
             Insert(**target, source_table="0001_stock"),
         ]
-    assert step_actions(step, None, True) == []
+    assert step_actions(step, None, True, [table]) == []
+
+
+def test_a_step_is_sent_to_each_copy_of_its_table_from_one_payload_table() -> None:
+    """A dimension published twice, for two roles: one payload table, actions for each."""
+    table = TableName("Extract", "airports")
+    copies = [TableName("Extract", "airports (origin)"), TableName("Extract", "airports (dest)")]
+    (step,) = net_steps([Change(1, "replace", table)], {table: {}})
+    rows = {"source_schema": "payload", "source_table": "0000_airports"}
+    assert step_actions(step, "0000_airports", True, copies) == [
+        Replace(target_schema="Extract", target_table="airports (origin)", **rows),
+        Replace(target_schema="Extract", target_table="airports (dest)", **rows),
+    ]

@@ -98,7 +98,7 @@ def test_every_captured_file_of_a_step_is_gathered(shop: Shop, hyper_files: Any,
     steps = shop.steps()
     assert [(s.kind, len(s.changes)) for s in steps] == [("insert", 2), ("upsert", 2)]
     appended, upserted = build_parts(
-        shop.hyper.endpoint, shop.database, shop.outbox, steps, directory, 2**20
+        shop.hyper.endpoint, shop.database, shop.outbox, steps, directory, 2**20, lambda t: [t]
     )
     assert appended.path and upserted.path
     assert hyper_files.read(appended.path) == {
@@ -118,7 +118,7 @@ def test_a_payload_file_hyper_cannot_write_is_named_and_changes_nothing(shop: Sh
     gone = tmp_path / "gone"
     endpoint, steps = shop.hyper.endpoint, shop.steps()
     with pytest.raises(PayloadFileError) as caught:
-        build_parts(endpoint, shop.database, shop.outbox, steps, gone, 2**20)
+        build_parts(endpoint, shop.database, shop.outbox, steps, gone, 2**20, lambda t: [t])
     step_file = str(gone / "step-0000.hyper")
     assert caught.value.file == step_file
     assert str(caught.value).startswith(f"{step_file}: Hyper said: ")

@@ -1036,7 +1036,7 @@ def test_a_file_of_two_stars_is_refused_before_any_upload(setup: Setup) -> None:
     with pytest.raises(DataModelError) as refused:
         setup.publish()
     assert sorted(refused.value.facts) == ["Extract.sales", "Extract.stock"]  # found here
-    assert "Extract.products is referenced by several tables" in str(refused.value)
+    assert "it holds 2 fact tables" in str(refused.value)
     assert "tables=[" in str(refused.value)
     assert not setup.remote().exists()
     assert not Outbox(setup.database).directory.exists()  # no tracking started, no state
