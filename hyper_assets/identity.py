@@ -198,10 +198,15 @@ class WriteGuard:
         found = read_identity(database)
         if database.exists() and (record.identity is None or record.identity == found):
             return None
-        error = recreated(found, record, uri, self.doing, self.partitions)
-        if self.rebuilds_everything:
-            return f"{error} Going ahead: this full refresh rewrites the whole table."
-        raise error
+        if not self.rebuilds_everything:
+            raise recreated(found, record, uri, self.doing, self.partitions)
+        now = f"is extract {found}" if found else "is missing (or has no identity file)"
+        return (
+            f"{uri} {now}, not the extract Dagster's latest materialisation of "
+            f"{record.asset.to_user_string()} ({record.where}) was written to: it was lost, or "
+            f"made anew. {self.doing} goes ahead, as it rewrites every row of the table. "
+            + rebuild(record.asset, self.partitions)
+        )
 
 
 def _instance(context: dg.InputContext | dg.OutputContext) -> dg.DagsterInstance | None:
@@ -214,15 +219,22 @@ def _instance(context: dg.InputContext | dg.OutputContext) -> dg.DagsterInstance
         return None
 
 
-def write_guard(context: dg.OutputContext, label: str, *, full_refresh: bool) -> WriteGuard:
-    """The guard of a write of the asset of `context` (`full_refresh`: of all its rows)."""
+def write_guard(context: dg.OutputContext, label: str, *, replaces: bool) -> WriteGuard:
+    """The guard of a write of the asset of `context`; `replaces`: the write replaces the
+    rows of what it writes (the whole table, or its partitions), so that written to every
+    partition (a one-run backfill of them all) it rebuilds the table."""
     instance = _instance(context)
     # An op's output has no materialisation to compare with.
     records = latest(instance, context.asset_key) if instance and context.has_asset_key else []
     partitioned = context.has_asset_partitions
+    everything = replaces and (
+        not partitioned
+        or set(context.asset_partition_keys)
+        >= set(context.asset_partitions_def.get_partition_keys(dynamic_partitions_store=instance))
+    )
     return WriteGuard(
         records[0] if records else None,
-        rebuilds_everything=full_refresh and not partitioned,
+        rebuilds_everything=everything,
         doing=f"Writing {label}",
         partitions=context.asset_partitions_def if partitioned else None,
     )

@@ -262,7 +262,10 @@ class HyperIOManager(ConfigurableIOManager):
             target.window(columns),
             add_columns=spec.add_columns,
         )
-        guard = write_guard(context, label, full_refresh=write.mode is WriteMode.REPLACE)
+        replaces = write.mode in (WriteMode.REPLACE, WriteMode.PARTITION)
+        guard = write_guard(context, label, replaces=replaces)
+        if isinstance(self.home.home, Path):  # refused before Spark runs; again under the lock
+            guard.check(self.home.local_path, self.home.uri)
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
             if isinstance(obj, SparkDataFrame):

@@ -13,6 +13,7 @@ import pytest
 from dagster import (
     AssetIn,
     AssetKey,
+    BackfillPolicy,
     DagsterInstance,
     DailyPartitionsDefinition,
     Out,
@@ -24,7 +25,7 @@ from dagster import (
     materialize,
     op,
 )
-from helpers import query, table_rows
+from helpers import query, staged_row_counts, table_rows
 from pyspark.sql import DataFrame
 
 from hyper_assets import HyperIOManager, HyperResource, OutputError
@@ -314,3 +315,64 @@ def test_frame_of_no_columns_is_refused_before_anything_is_written(spark, databa
         with pytest.raises(OutputError, match=r"Asset 'wide' returned a frame with no columns"):
             materialize([refused], resources={"io_manager": io(database)})
     assert table_rows(hyper, database, '"Extract"."wide"') == [(1,), (2,)]
+
+
+# --- A lost extract: refused before Spark runs, rebuilt by a backfill of every partition --
+
+
+def test_a_lost_extract_refuses_before_spark_and_a_backfill_of_every_partition_rebuilds_it(
+    spark, database, hyper
+):
+    @asset(
+        partitions_def=DAYS,
+        metadata={"partition_expr": "day"},
+        backfill_policy=BackfillPolicy.single_run(),
+    )
+    def readings(context) -> DataFrame:
+        start, end = (d.date() for d in context.partition_time_window)
+        return spark.sql(
+            f"SELECT day, 1 AS reading FROM (SELECT explode(sequence(DATE'{start}', "
+            f"date_sub(DATE'{end}', 1))) AS day)"
+        )
+
+    resources = {"io_manager": io(database)}
+    with DagsterInstance.ephemeral() as instance:
+        for day in ("2024-01-01", "2024-01-02"):
+            assert materialize(
+                [readings], partition_key=day, resources=resources, instance=instance
+            ).success
+        database.unlink()  # the extract is lost: a volume not mounted, a new container
+
+        with staged_row_counts() as staged:
+            lost = materialize(
+                [readings],
+                partition_key="2024-01-03",
+                resources=resources,
+                instance=instance,
+                raise_on_error=False,
+            )
+        assert not lost.success
+        failure = lost.failure_data_for_node("readings")
+        assert failure and "ExtractRecreatedError" in str(failure.error)
+        assert staged == [], "refused before Spark staged a row"
+        assert not database.exists()
+
+        every = {
+            "dagster/asset_partition_range_start": "2024-01-01",
+            "dagster/asset_partition_range_end": "2024-01-04",
+        }
+        rebuilt = materialize([readings], resources=resources, instance=instance, tags=every)
+        assert rebuilt.success
+        warnings = [
+            r.user_message
+            for r in instance.all_logs(rebuilt.run_id)
+            if r.level >= 30 and "goes ahead, as it rewrites every row" in r.user_message
+        ]
+        assert len(warnings) == 1
+    stored = table_rows(hyper, database, '"Extract"."readings"')
+    assert [str(day) for day, _ in stored] == [
+        "2024-01-01",
+        "2024-01-02",
+        "2024-01-03",
+        "2024-01-04",
+    ]
