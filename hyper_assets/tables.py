@@ -43,30 +43,85 @@ class Keys:
 
 
 def parse_foreign_keys(spec: object, default_schema: str, table: str) -> tuple[ForeignKey, ...]:
-    """Reads metadata `foreign_keys={"col": "schema.table.col"}`.
+    """Reads metadata `foreign_keys`: `{"col": "schema.table.col"}`, one key per column, or
+    a list of keys of one or more columns (a composite key):
+    `[{"columns": ["item", "ticket"], "references": "schema.table", "ref_columns": [...]}]`.
 
-    A reference may also be a list `["schema", "table", "col"]`, for names holding dots.
+    A reference may also be a list (`["schema", "table", "col"]`, `["schema", "table"]`),
+    for names holding dots; without a schema it is `default_schema`.
     """
     if spec is None:
         return ()
-    if not isinstance(spec, dict):
-        raise ConfigurationError(
-            f"Metadata foreign_keys of {table} must be a dict like "
-            '{"carrier": "Extract.airlines.carrier"}, got ' + repr(spec)
+    if isinstance(spec, dict):
+        return tuple(
+            _one_column_key(column, ref, default_schema, table) for column, ref in spec.items()
         )
-    keys = []
-    for column, ref in spec.items():
-        parts = ref.split(".") if isinstance(ref, str) else list(ref)
-        if len(parts) == 2:
-            parts = [default_schema, *parts]
-        if len(parts) != 3 or not all(isinstance(p, str) and p for p in parts):
-            raise ConfigurationError(
-                f"Metadata foreign_keys[{column!r}] of {table} is {ref!r}; write it as "
-                '"schema.table.column", or as ["schema", "table", "column"] when a name '
-                "holds a dot."
-            )
-        keys.append(ForeignKey((column,), TableName(parts[0], parts[1]), (parts[2],)))
-    return tuple(keys)
+    if isinstance(spec, list | tuple):
+        return tuple(_key(entry, default_schema, table) for entry in spec)
+    raise ConfigurationError(
+        f"Metadata foreign_keys of {table} must be a dict like "
+        '{"carrier": "Extract.airlines.carrier"}, or a list of keys like [{"columns": '
+        '["item", "ticket"], "references": "Extract.sales", "ref_columns": ["item", '
+        f'"ticket"]}}], got {spec!r}'
+    )
+
+
+def _one_column_key(column: object, ref: object, default_schema: str, table: str) -> ForeignKey:
+    parts = _parts(ref)
+    if len(parts) == 2:
+        parts = [default_schema, *parts]
+    if len(parts) != 3 or not all(isinstance(p, str) and p for p in parts):
+        raise ConfigurationError(
+            f"Metadata foreign_keys[{column!r}] of {table} is {ref!r}; write it as "
+            '"schema.table.column", or as ["schema", "table", "column"] when a name '
+            "holds a dot."
+        )
+    return ForeignKey((str(column),), TableName(parts[0], parts[1]), (str(parts[2]),))
+
+
+def _key(entry: object, default_schema: str, table: str) -> ForeignKey:
+    """One entry of the list form: `{"columns": [...], "references": ..., "ref_columns": [...]}`."""
+    fields = ("columns", "references", "ref_columns")
+    example = (
+        '{"columns": ["item", "ticket"], "references": "Extract.sales", '
+        '"ref_columns": ["item", "ticket"]}'
+    )
+    if not isinstance(entry, dict) or set(entry) != set(fields):
+        raise ConfigurationError(
+            f"Metadata foreign_keys of {table} holds {entry!r}; each key of the list is a dict "
+            f"of exactly {', '.join(fields)}, e.g. {example}."
+        )
+    ref = entry["references"]
+    parts = _parts(ref)
+    if len(parts) == 1:
+        parts = [default_schema, *parts]
+    columns, ref_columns = (_names(entry[f]) for f in ("columns", "ref_columns"))
+    if (
+        len(parts) != 2
+        or not all(isinstance(p, str) and p for p in parts)
+        or not columns
+        or len(columns) != len(ref_columns)
+    ):
+        raise ConfigurationError(
+            f"Metadata foreign_keys of {table} holds {entry!r}: give `columns` and "
+            "`ref_columns` as lists of as many column names, and `references` as "
+            f'"schema.table" (or ["schema", "table"] when a name holds a dot), e.g. {example}.'
+        )
+    return ForeignKey(columns, TableName(parts[0], parts[1]), ref_columns)
+
+
+def _parts(ref: object) -> list[object]:
+    """A reference's dotted parts ("schema.table.col"), or its list's; [] for anything else."""
+    if isinstance(ref, str):
+        return list(ref.split("."))
+    return list(ref) if isinstance(ref, list | tuple) else []
+
+
+def _names(value: object) -> tuple[str, ...]:
+    """Column names of a list form key; () when they are not a list of names."""
+    if isinstance(value, list | tuple) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    return ()
 
 
 def _columns_sql(names: tuple[str, ...]) -> str:

@@ -122,8 +122,10 @@ class Publisher:
         #: Where this publisher sends; a publish state for another target is not ours.
         self.target = Target(client.site_url, project, datasource)
         self._home = positions.home(self.outbox, self.target)
-        self._lock_path = Path(f"{self.database}.publish.{self._home.name}.lock")
-        self._holder_path = Path(f"{self.database}.publish.{self._home.name}.holder.json")
+        # One directory beside the file holds every data source's lock and holder record.
+        locks = Path(f"{self.database}.publish")
+        self._lock_path = locks / f"{self._home.name}.lock"
+        self._holder_path = locks / f"{self._home.name}.holder.json"
         self._plan_dir = self._home / "plan"
         self._state_path = self._home / positions.STATE
         self._sender = BatchSender(

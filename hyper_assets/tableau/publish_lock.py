@@ -24,8 +24,9 @@ def publishing(lock_path: Path, holder_path: Path, timeout: float, what: str) ->
     """Holds `lock_path` for the block, recording this process in `holder_path`.
 
     Waits up to `timeout` seconds for another holder, then raises `PublishLockedError`
-    naming it (`what` says which publish waited).
+    naming it (`what` says which publish waited). Makes their directory if missing.
     """
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path, mode=file_mode())
     try:
         lock.acquire(timeout=timeout)
