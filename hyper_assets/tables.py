@@ -220,8 +220,11 @@ class Catalog:
         return [t for t in found if t != table]
 
     @_about_table
-    def check_foreign_keys(self, table: TableName, keys: Keys) -> tuple[Keys, list[str]]:
-        """Keeps the foreign keys whose target exists; explains the ones left for later.
+    def check_foreign_keys(
+        self, table: TableName, keys: Keys
+    ) -> tuple[Keys, tuple[ForeignKey, ...]]:
+        """The keys with the foreign keys whose target exists, and those whose target does
+        not exist yet (`hyper_assets.pending_keys` adds them once it does).
 
         A reference to a column that is not the target's ASSUMED PRIMARY KEY is an error
         (Hyper refuses it, and Tableau could not use it).
@@ -234,11 +237,7 @@ class Catalog:
                     "own table; Hyper cannot declare that in CREATE TABLE. Leave it out."
                 )
             if not self.exists(fk.ref_table):
-                postponed.append(
-                    f"{table_label(table)}.{fk.columns[0]} -> {table_label(fk.ref_table)}: "
-                    "the referenced table does not exist yet; the key is added on a later "
-                    f"write of this table{self._did_you_mean(fk.ref_table)}"
-                )
+                postponed.append(fk)
                 continue
             target_pk = self.keys(fk.ref_table).primary_key
             if tuple(target_pk) != fk.ref_columns:
@@ -250,7 +249,15 @@ class Catalog:
                     "point the foreign key at its primary key."
                 )
             usable.append(fk)
-        return Keys(keys.primary_key, tuple(usable)), postponed
+        return Keys(keys.primary_key, tuple(usable)), tuple(postponed)
+
+    def postponed_note(self, table: TableName, fk: ForeignKey) -> str:
+        """The warning for foreign key `fk` of `table`, whose target does not exist yet."""
+        return (
+            f"{table_label(table)}.{', '.join(fk.columns)} -> {table_label(fk.ref_table)}: "
+            "the referenced table does not exist yet; the key is added when it is written"
+            f"{self._did_you_mean(fk.ref_table)}"
+        )
 
     def _did_you_mean(self, missing: TableName) -> str:
         """ ". Did you mean X?" when a table of the file has a name close to `missing`."""
