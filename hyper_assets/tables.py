@@ -279,9 +279,11 @@ class Catalog:
 
     @_about_table
     def keys_conflict(self, table: TableName, wanted: Keys) -> bool:
-        """True when stored keys would have to be dropped (Hyper cannot drop a key)."""
+        """True when the stored keys cannot become `wanted` in place: one would have to be
+        dropped (Hyper cannot drop a key), or a primary key added (Hyper adds one in place
+        over NOT NULL columns only; a new table takes it over any)."""
         stored = self.keys(table)
-        if stored.primary_key and wanted.primary_key != stored.primary_key:
+        if wanted.primary_key != stored.primary_key:
             return True
         return any(fk not in wanted.foreign_keys for fk in stored.foreign_keys)
 

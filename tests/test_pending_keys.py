@@ -190,11 +190,13 @@ def partitioned_stores() -> dg.AssetsDefinition:
     return stores
 
 
+@pytest.mark.parametrize("status", [None, "open"], ids=["same columns", "a new column"])
 def test_a_dimension_swapped_in_with_its_primary_key_takes_the_waiting_key(
-    hyper: Any, tmp_path: Path
+    hyper: Any, tmp_path: Path, status: str | None
 ) -> None:
     """Written first without the primary key the fact references, the dimension gets it
-    in a full refresh that changes its columns (a new table, swapped in by DROP + RENAME)."""
+    in a full refresh (a new table, swapped in by DROP + RENAME: Hyper adds a primary key
+    in place over NOT NULL columns only), with its columns or new ones."""
     database = tmp_path / "shop.hyper"
     run([fact_asset("sales")], database)
     _, warnings = run([stores_asset(primary_key=None)], database)
@@ -204,18 +206,16 @@ def test_a_dimension_swapped_in_with_its_primary_key_takes_the_waiting_key(
         "primary_key=['store_id'] on it, or point the key at its primary key."
     ]
     assert file_keys(hyper, database)[SALES].foreign_keys == ()
+    rows = [(*r, status) if status else r for r in STORE_ROWS]
 
     @dg.asset(name="stores", metadata={"primary_key": ["store_id"]})
-    def wider_stores() -> pa.Table:
-        return arrow([(*r, "open") for r in STORE_ROWS], ["store_id", "name", "status"])
+    def keyed_stores() -> pa.Table:
+        return arrow(rows, ["store_id", "name", "status"][: len(rows[0])])
 
-    result, warnings = run([wider_stores], database)
+    result, warnings = run([keyed_stores], database)
     assert (result.success, warnings) == (True, [])
     assert file_keys(hyper, database) == {STORES: Keys(("store_id",)), SALES: STAR[SALES]}
-    assert table_rows(hyper, database, '"Extract".stores') == [
-        (1, "north", "open"),
-        (2, "south", "open"),
-    ]
+    assert table_rows(hyper, database, '"Extract".stores') == rows
 
 
 def test_the_latest_declaration_of_the_referencing_table_wins(hyper: Any, tmp_path: Path) -> None:
