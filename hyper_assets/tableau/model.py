@@ -13,16 +13,21 @@ tables one data source holds (keys to tables it does not hold do not count):
 - two foreign keys from one table to the same dimension (a role-playing dimension, such as
   origin and destination airport) are refused: nothing shows how a server models them,
   Tableau's relationships join a pair of tables once, and this is the cautious reading.
+
+A key declared in metadata that the file lacks (`hyper_assets.pending_keys`) between two
+tables of the data source refuses it too, naming the key and why; so does no star
+otherwise, naming the missing keys of its tables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets.errors import ConfigurationError, DataModelError, TableauRequestError
+from hyper_assets.pending_keys import MissingKey, PendingKey, missing_keys, stored_keys
 from hyper_assets.tables import Catalog, Keys, table_label
 
 #: Words of the reply a server gives to a file that is not one star.
@@ -58,44 +63,91 @@ class DataModel:
         return (self.fact, *(r.dimension for r in self.relationships))
 
 
-def data_model(keys: Mapping[TableName, Keys], datasource: str) -> DataModel:
-    """The model of a data source holding the tables of `keys`; `DataModelError` if none."""
+def data_model(
+    keys: Mapping[TableName, Keys], datasource: str, missing: Sequence[MissingKey] = ()
+) -> DataModel:
+    """The model of a data source holding the tables of `keys`; `DataModelError` if none,
+    or if a key declared between them is `missing` from the file."""
     held = list(keys)
-    relationships = [
-        Relationship(table, fk.columns, fk.ref_table, fk.ref_columns)
-        for table, table_keys in keys.items()
-        for fk in table_keys.foreign_keys
-        if fk.ref_table in keys and fk.ref_table != table
-    ]
-    incoming = {t: [r for r in relationships if r.dimension == t] for t in held}
-    facts = [t for t in held if not incoming[t]]
-    problems = []
-    for dimension, refs in incoming.items():
-        sources = list(dict.fromkeys(r.table for r in refs))
-        for source in sources:
-            roles = [r for r in refs if r.table == source]
-            if len(roles) > 1:
-                problems.append(
-                    f"{' and '.join(str(r) for r in roles)} are two keys from one table to the "
-                    f"same dimension (a role-playing dimension), which Tableau's relationships "
-                    f"do not model: give the second role a dimension table of its own (a "
-                    f"second table with the rows of {table_label(dimension)}), or drop one "
-                    "of the keys"
-                )
-        if len(sources) > 1:
-            problems.append(
-                f"{table_label(dimension)} is referenced by several tables "
-                f"({', '.join(table_label(s) for s in sources)}), which servers refuse"
-            )
-    reached = _reachable(facts[0], relationships) if len(facts) == 1 else set()
-    unreachable = [t for t in held if t not in reached] if len(facts) == 1 else []
-    if len(held) > 1 and (len(facts) != 1 or unreachable or problems):
-        raise _refusal(datasource, held, facts, unreachable, problems, relationships)
+    missing = [m for m in missing if m.key.table in keys]
+    shape = _Shape.of(keys)
+    between = any(m.key.key.ref_table in keys for m in missing)
+    if between or shape.refused:
+        declared = _Shape.of(_with_missing(keys, missing))
+        raise _refusal(datasource, held, shape, missing, declared)
     if not held:
         raise ConfigurationError(f"Data source {datasource!r} holds no table; give it one.")
-    by_dimension = {r.dimension: r for r in relationships}
-    order = sorted(reached - {facts[0]}, key=held.index)
-    return DataModel(facts[0], tuple(by_dimension[t] for t in order))
+    by_dimension = {r.dimension: r for r in shape.relationships}
+    order = sorted(shape.reached - {shape.facts[0]}, key=held.index)
+    return DataModel(shape.facts[0], tuple(by_dimension[t] for t in order))
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What the keys between some tables make of them, and what keeps them from one star."""
+
+    held: list[TableName]
+    relationships: list[Relationship]
+    facts: list[TableName]
+    reached: set[TableName]
+    unreachable: list[TableName]
+    problems: list[str]
+
+    @property
+    def refused(self) -> bool:
+        one_star = len(self.facts) == 1 and not self.unreachable and not self.problems
+        return len(self.held) > 1 and not one_star
+
+    @classmethod
+    def of(cls, keys: Mapping[TableName, Keys]) -> _Shape:
+        held = list(keys)
+        relationships = [
+            Relationship(table, fk.columns, fk.ref_table, fk.ref_columns)
+            for table, table_keys in keys.items()
+            for fk in table_keys.foreign_keys
+            if fk.ref_table in keys and fk.ref_table != table
+        ]
+        incoming = {t: [r for r in relationships if r.dimension == t] for t in held}
+        facts = [t for t in held if not incoming[t]]
+        problems = []
+        for dimension, refs in incoming.items():
+            sources = list(dict.fromkeys(r.table for r in refs))
+            for source in sources:
+                roles = [r for r in refs if r.table == source]
+                if len(roles) > 1:
+                    problems.append(
+                        f"{' and '.join(str(r) for r in roles)} are two keys from one table to "
+                        f"the same dimension (a role-playing dimension), which Tableau's "
+                        f"relationships do not model: give the second role a dimension table "
+                        f"of its own (a second table with the rows of "
+                        f"{table_label(dimension)}), or drop one of the keys"
+                    )
+            if len(sources) > 1:
+                problems.append(
+                    f"{table_label(dimension)} is referenced by several tables "
+                    f"({', '.join(table_label(s) for s in sources)}), which servers refuse"
+                )
+        reached = _reachable(facts[0], relationships) if len(facts) == 1 else set()
+        unreachable = [t for t in held if t not in reached] if len(facts) == 1 else []
+        return cls(held, relationships, facts, reached, unreachable, problems)
+
+
+def _with_missing(
+    keys: Mapping[TableName, Keys], missing: Sequence[MissingKey]
+) -> dict[TableName, Keys]:
+    """`keys` with the `missing` keys added, and the tables they reference (keyed as they
+    require): the tables as their metadata declares them, once the missing keys are in."""
+    declared = {
+        table: replace(
+            table_keys,
+            foreign_keys=table_keys.foreign_keys
+            + tuple(m.key.key for m in missing if m.key.table == table),
+        )
+        for table, table_keys in keys.items()
+    }
+    for m in missing:
+        declared.setdefault(m.key.key.ref_table, Keys(m.key.key.ref_columns))
+    return declared
 
 
 def describe(model: DataModel) -> str:
@@ -123,39 +175,56 @@ def _reachable(fact: TableName, relationships: Sequence[Relationship]) -> set[Ta
 def _refusal(
     datasource: str,
     held: list[TableName],
-    facts: list[TableName],
-    unreachable: list[TableName],
-    problems: list[str],
-    relationships: list[Relationship],
+    shape: _Shape,
+    missing: Sequence[MissingKey],
+    declared: _Shape,
 ) -> DataModelError:
+    """The refusal of tables of this `shape`, lacking the `missing` keys, whose `declared`
+    shape (with them) says whether they would be one star."""
     labels = [table_label(t) for t in held]
+    facts = shape.facts
     found = [
         f"fact tables (referenced by no foreign key): {', '.join(table_label(f) for f in facts)}"
         if facts
         else "no fact table (every table is referenced by a foreign key: a cycle)"
     ]
-    if unreachable:
+    if shape.unreachable:
         found.append(
             f"tables no foreign key path reaches from the fact: "
-            f"{', '.join(table_label(t) for t in unreachable)}"
+            f"{', '.join(table_label(t) for t in shape.unreachable)}"
         )
-    stars = [
-        "tables=[" + ", ".join(repr(t.name.unescaped) for t in _star(fact, relationships)) + "]"
-        for fact in facts
-    ]
-    fix = (
-        "Publish each star as a data source of its own, holding its fact and the dimensions "
-        "it reaches, with tableau_datasource_asset(..., tables=[...])"
-        + (f" (here {' and '.join(stars)})" if len(stars) > 1 else "")
-        + ", or declare the foreign keys that make the tables one star."
-    )
+    fixes = []
+    if missing:
+        found.append(
+            "foreign keys declared in metadata but not in the file: "
+            + "; ".join(str(m) for m in missing)
+        )
+        fixes.append(
+            "Do what each missing key's reason says: the write of either table adds it, "
+            "then publish again."
+        )
+    if declared.refused:
+        stars = [
+            "tables=["
+            + ", ".join(repr(t.name.unescaped) for t in _star(fact, declared.relationships))
+            + "]"
+            for fact in declared.facts
+        ]
+        fixes.append(
+            ("Even with them, publish" if missing else "Publish")
+            + " each star as a data source of its own, holding its fact and the "
+            "dimensions it reaches, with tableau_datasource_asset(..., tables=[...])"
+            + (f" (here {' and '.join(stars)})" if len(stars) > 1 else "")
+            + ", or declare the foreign keys that make the tables one star."
+        )
     return DataModelError(
         f"Data source {datasource!r} would hold tables {', '.join(labels)}, which are not one "
         f'star, and Tableau refuses such a file ("it must contain {SERVER_REFUSAL}"): '
-        + "; ".join(found + problems)
-        + f". {fix} Nothing was sent.",
+        + "; ".join(found + shape.problems)
+        + f". {' '.join(fixes)} Nothing was sent.",
         facts=[table_label(f) for f in facts],
-        unreachable=[table_label(t) for t in unreachable],
+        unreachable=[table_label(t) for t in shape.unreachable],
+        missing=[str(m.key) for m in missing],
     )
 
 
@@ -188,10 +257,19 @@ def held_tables(catalog: Catalog, names: Sequence[str] | None, datasource: str) 
     return held
 
 
-def read_model(connection: Connection, tables: Sequence[TableName], datasource: str) -> DataModel:
-    """The model of the `tables` of the connection's database; `DataModelError` if none."""
-    catalog = Catalog(connection)
-    return data_model({t: catalog.keys(t) for t in tables}, datasource)
+def read_model(
+    connection: Connection,
+    tables: Sequence[TableName],
+    datasource: str,
+    pending: Sequence[PendingKey],
+) -> list[MissingKey]:
+    """Checks the model of the `tables` of the connection's database, whose declared keys
+    not in the file yet are `pending`: `DataModelError` if there is none. Returns the keys
+    of these tables that are missing, each to a table the data source does not hold."""
+    stored = stored_keys(Catalog(connection))
+    missing = missing_keys(pending, stored)
+    data_model({t: stored[t] for t in tables}, datasource, missing)
+    return [m for m in missing if m.key.table in tables]
 
 
 def server_refusal(error: TableauRequestError, datasource: str) -> DataModelError | None:

@@ -44,6 +44,7 @@ from hyper_assets._sql import count_rows
 from hyper_assets.compaction import file_version
 from hyper_assets.errors import CorruptFileError, PublishError, TableauError, TableauRequestError
 from hyper_assets.outbox import Change, Outbox
+from hyper_assets.pending_keys import PendingKeys
 from hyper_assets.resource import HyperResource
 from hyper_assets.tableau import positions
 from hyper_assets.tableau.changes import net_steps
@@ -135,7 +136,8 @@ class Publisher:
         One publish of a data source runs at a time: a second waits for the first (across
         processes), then sends what is still unsent, so two runs never send a change twice.
         `DataModelError`, before anything is sent or changed, when its tables are not one
-        star (`hyper_assets.tableau.model`).
+        star or lack a foreign key declared between them (`hyper_assets.tableau.model`);
+        a declared key to a table it does not hold that the file lacks is a warning.
         It waits up to `lock_timeout_seconds`, then raises `PublishLockedError` naming the
         process that holds the file.
         """
@@ -228,7 +230,17 @@ class Publisher:
             with self.hyper.open(self.database, create=False) as connection:
                 catalog = Catalog(connection)
                 tables = held_tables(catalog, self.tables, self.datasource)
-                read_model(connection, tables, self.datasource)  # refuses before any change
+                pending = PendingKeys(self.database).read()
+                # Refuses before any change.
+                for missing in read_model(connection, tables, self.datasource, pending):
+                    self.log.warning(
+                        "Foreign key %s is not in the file (%s); data source %r holds %s "
+                        "without it.",
+                        missing.key,
+                        missing.why,
+                        self.datasource,
+                        table_label(missing.key.table),
+                    )
                 whole_file = len(tables) == len(catalog.tables())
                 recorded = self.outbox.settle(connection)
                 state = None if full_reason else self._state()
