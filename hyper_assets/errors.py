@@ -349,13 +349,23 @@ class DataModelError(PublishError):
     """The tables a data source holds are not one star (Tableau: "exactly one fact table").
 
     `facts` lists the tables no foreign key references, `unreachable` the tables no key
-    path reaches from the fact; nothing was sent and nothing changed.
+    path reaches from the fact, `missing` the keys declared in metadata that the file
+    lacks (`schema.table.column -> schema.table.column`); nothing was sent and nothing
+    changed.
     """
 
-    def __init__(self, message: str, *, facts: list[str], unreachable: list[str]):
+    def __init__(
+        self,
+        message: str,
+        *,
+        facts: list[str],
+        unreachable: list[str],
+        missing: list[str] | None = None,
+    ):
         super().__init__(message)
         self.facts = facts
         self.unreachable = unreachable
+        self.missing = missing or []
 
 
 class PayloadFileError(PublishError, HyperFileError):

@@ -24,7 +24,9 @@ client's connection), as nullable columns that are NULL in every row.
 
 A write that raises made no change (a table it created is dropped again: Hyper keeps a
 CREATE TABLE that a ROLLBACK undoes the rows of). The caller closes the connection
-afterwards: only then is the change durable.
+afterwards: only then is the change durable. A foreign key to a table that does not exist
+yet waits in a record beside the file, and is added once a write made its table
+(`hyper_assets.pending_keys`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from hyper_assets.errors import (
 )
 from hyper_assets.geography import as_text, invalid_value, is_geography
 from hyper_assets.partitions import Window
+from hyper_assets.pending_keys import PendingKeys, add_pending_keys
 from hyper_assets.spec import WriteMode
 from hyper_assets.staging import Staged, is_arrow_stream, stream_schema
 from hyper_assets.tables import (
@@ -248,18 +251,28 @@ def _check_keys(write: Write) -> None:
         )
 
 
-def write_table(connection: Connection, write: Write, staged: Staged) -> WriteResult:
+def write_table(
+    connection: Connection, write: Write, staged: Staged, pending: PendingKeys
+) -> WriteResult:
     """Runs `write` with the `staged` rows, committed when it returns; when it raises, the
-    table is as it was (the outbox relies on it)."""
+    table and the `pending` record are as they were (the outbox relies on it).
+
+    The write's foreign keys to tables that do not exist yet are recorded in `pending`;
+    once it committed, the keys recorded there that the file can take now are added
+    (`hyper_assets.pending_keys`). Its notes say which keys wait, and why.
+    """
     started = time.perf_counter()
     _check_keys(write)
     catalog = Catalog(connection)
-    keys, notes = catalog.check_foreign_keys(write.table, write.keys)
+    keys, postponed = catalog.check_foreign_keys(write.table, write.keys)
+    notes = [catalog.postponed_note(write.table, fk) for fk in postponed]
     write = replace(write, keys=keys)
-    try:
-        loaded, deleted = _write(connection, catalog, write, staged)
-    except HyperException as error:
-        raise _explain(connection, error, write, staged.files) from error
+    with pending.declaring(write.table, postponed) as recorded:
+        try:
+            loaded, deleted = _write(connection, catalog, write, staged)
+        except HyperException as error:
+            raise _explain(connection, error, write, staged.files) from error
+    notes += add_pending_keys(catalog, recorded, write.table)
     return WriteResult(loaded, deleted, time.perf_counter() - started, tuple(notes))
 
 

@@ -64,6 +64,7 @@ from hyper_assets.materialization import (
 )
 from hyper_assets.outbox import Outbox
 from hyper_assets.partitions import RANGE_ROW_COUNT, Window, partition_window
+from hyper_assets.pending_keys import PendingKeys
 from hyper_assets.preflight import check_database_path, check_frame
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
@@ -326,7 +327,7 @@ class HyperIOManager(ConfigurableIOManager):
                 log.warning(warning)
             created = not database.exists()
             needed = needed_version(write.columns)
-            make = partial(write_table, write=write, staged=staged)
+            make = partial(write_table, write=write, staged=staged, pending=PendingKeys(database))
             with (
                 file_for_write(self.home.hyper, database, needed) as upgraded,
                 self._recorded(write, staged, make) as (connection, result),

@@ -275,8 +275,11 @@ class Catalog:
         return [t for t in found if t != table]
 
     @_about_table
-    def check_foreign_keys(self, table: TableName, keys: Keys) -> tuple[Keys, list[str]]:
-        """Keeps the foreign keys whose target exists; explains the ones left for later.
+    def check_foreign_keys(
+        self, table: TableName, keys: Keys
+    ) -> tuple[Keys, tuple[ForeignKey, ...]]:
+        """The keys with the foreign keys whose target exists, and those whose target does
+        not exist yet (`hyper_assets.pending_keys` adds them once it does).
 
         A reference to a column that is not the target's ASSUMED PRIMARY KEY is an error
         (Hyper refuses it, and Tableau could not use it).
@@ -289,11 +292,7 @@ class Catalog:
                     "own table; Hyper cannot declare that in CREATE TABLE. Leave it out."
                 )
             if not self.exists(fk.ref_table):
-                postponed.append(
-                    f"{table_label(table)}.{fk.columns[0]} -> {table_label(fk.ref_table)}: "
-                    "the referenced table does not exist yet; the key is added on a later "
-                    f"write of this table{self._did_you_mean(fk.ref_table)}"
-                )
+                postponed.append(fk)
                 continue
             target_pk = self.keys(fk.ref_table).primary_key
             if tuple(target_pk) != fk.ref_columns:
@@ -305,7 +304,15 @@ class Catalog:
                     "point the foreign key at its primary key."
                 )
             usable.append(fk)
-        return Keys(keys.primary_key, tuple(usable)), postponed
+        return Keys(keys.primary_key, tuple(usable)), tuple(postponed)
+
+    def postponed_note(self, table: TableName, fk: ForeignKey) -> str:
+        """The warning for foreign key `fk` of `table`, whose target does not exist yet."""
+        return (
+            f"{table_label(table)}.{', '.join(fk.columns)} -> {table_label(fk.ref_table)}: "
+            "the referenced table does not exist yet; the key is added when it is written"
+            f"{self._did_you_mean(fk.ref_table)}"
+        )
 
     def _did_you_mean(self, missing: TableName) -> str:
         """ ". Did you mean X?" when a table of the file has a name close to `missing`."""
@@ -327,9 +334,11 @@ class Catalog:
 
     @_about_table
     def keys_conflict(self, table: TableName, wanted: Keys) -> bool:
-        """True when stored keys would have to be dropped (Hyper cannot drop a key)."""
+        """True when the stored keys cannot become `wanted` in place: one would have to be
+        dropped (Hyper cannot drop a key), or a primary key added (Hyper adds one in place
+        over NOT NULL columns only; a new table takes it over any)."""
         stored = self.keys(table)
-        if stored.primary_key and wanted.primary_key != stored.primary_key:
+        if wanted.primary_key != stored.primary_key:
             return True
         return any(fk not in wanted.foreign_keys for fk in stored.foreign_keys)
 

@@ -15,6 +15,7 @@ import hyper_assets
 from hyper_assets import HyperResource, compact, errors
 from hyper_assets.emulator.errors import ActionBatchError, EmulatorConfigError, RestApiError
 from hyper_assets.ingest import Write, write_table
+from hyper_assets.pending_keys import PendingKeys
 from hyper_assets.spec import WriteMode
 from hyper_assets.staging import Staged
 from hyper_assets.tables import Catalog
@@ -125,7 +126,7 @@ def test_a_load_hyper_refuses_names_the_file_and_the_table(resource, tmp_path):
     write = Write(TableName("Extract", "t"), [Column("x", SqlType.big_int())], WriteMode.APPEND)
     refused = pytest.raises(errors.IngestError, match="rows are unchanged")
     with refused as caught, resource.connect(database) as connection:
-        write_table(connection, write, Staged((staged,), 1))
+        write_table(connection, write, Staged((staged,), 1), PendingKeys(database))
     assert str(database) in str(caught.value) and "table Extract.t" in str(caught.value)
     assert (caught.value.file, caught.value.table) == (str(database), "Extract.t")
     with resource.connect(database) as connection:

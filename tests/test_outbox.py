@@ -19,6 +19,7 @@ from hyper_assets import HyperIOManager, PrimaryKeyError, SchemaMismatchError
 from hyper_assets.errors import CorruptDatabaseError, CorruptFileError, UnknownFormatVersionError
 from hyper_assets.ingest import Write, write_table
 from hyper_assets.outbox import CAPTURED, Outbox
+from hyper_assets.pending_keys import PendingKeys
 from hyper_assets.staging import stage_arrow
 from hyper_assets.types import columns_from_arrow
 
@@ -130,7 +131,7 @@ def crash_after_write(io_manager: HyperIOManager, table: pa.Table, staging: Path
     with io_manager.hyper.connect(io_manager.database) as connection:
         outbox = Outbox(io_manager.database)
         outbox.record(connection, write_, staged)
-        write_table(connection, write_, staged)
+        write_table(connection, write_, staged, PendingKeys(Path(io_manager.database)))
 
 
 def settle(io_manager: HyperIOManager) -> Outbox:

@@ -22,7 +22,10 @@ not hold do not count):
   (`airports (origin)`, `airports (dest)`; `customer_address (ss_customer_sk.c_addr_sk)`);
 - every relationship is kept, between the copies;
 - several facts, a cycle of keys, a table the fact does not reach, or a tree of more than
-  `MAX_TABLES` tables is a `DataModelError` before anything is sent.
+  `MAX_TABLES` tables is a `DataModelError` before anything is sent;
+- so is a key declared in metadata between two held tables that the file lacks
+  (`hyper_assets.pending_keys`), naming the key and why; `read_model` returns such keys
+  to tables the data source does not hold, for a warning.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets.errors import ConfigurationError, DataModelError, TableauRequestError
+from hyper_assets.pending_keys import MissingKey, PendingKey, missing_keys, stored_keys
 from hyper_assets.tables import Catalog, ForeignKey, Keys, table_label
 
 #: Words of the reply a server gives to a file that is not one star.
@@ -88,13 +92,21 @@ class DataModel:
 
 
 def data_model(
-    keys: Mapping[TableName, Keys], datasource: str, *, chosen: bool = False
+    keys: Mapping[TableName, Keys],
+    datasource: str,
+    *,
+    chosen: bool = False,
+    missing: Sequence[MissingKey] = (),
 ) -> DataModel:
     """The tree published for a data source holding the tables of `keys`; `DataModelError`
-    if there is none. `chosen`: the tables were named (`tables=`), which the advice says."""
+    if there is none, or if a key declared between them is `missing` from the file.
+    `chosen`: the tables were named (`tables=`), which the advice says."""
     held = list(keys)
     if not held:
         raise ConfigurationError(f"Data source {datasource!r} holds no table; give it one.")
+    absent = [m for m in missing if m.key.table in keys]
+    if any(m.key.key.ref_table in keys for m in absent):
+        raise _refusal(datasource, "", _MISSING, missing=absent)
     edges = {
         t: [fk for fk in keys[t].foreign_keys if fk.ref_table in keys and fk.ref_table != t]
         for t in held
@@ -102,7 +114,9 @@ def data_model(
     referenced = {fk.ref_table for fks in edges.values() for fk in fks}
     facts = [t for t in held if t not in referenced]
     if not facts:
-        raise _refusal(datasource, f"its keys form a cycle ({_cycle(edges)})", _CYCLE)
+        raise _refusal(
+            datasource, f"its keys form a cycle ({_cycle(edges)})", _CYCLE, missing=absent
+        )
     if len(facts) > 1:
         labels = ", ".join(table_label(f) for f in facts)
         raise _refusal(
@@ -110,6 +124,7 @@ def data_model(
             f"it holds {len(facts)} fact tables (referenced by no foreign key): {labels}",
             _NAMED if chosen else _ONE_PER_FACT,
             facts=facts,
+            missing=absent,
         )
     fact = facts[0]
     paths = list(_paths(fact, edges, datasource))
@@ -123,6 +138,7 @@ def data_model(
             _UNREACHED_NAMED if chosen else _UNREACHED,
             facts=facts,
             unreachable=unreachable,
+            missing=absent,
         )
     ways = Counter(path[-1].ref_table for path in paths)
     names = {(): fact} | {
@@ -198,6 +214,7 @@ def _loop(path: Sequence[TableName], back_to: TableName) -> str:
 
 
 _CYCLE = "Drop one of these keys."
+_MISSING = "Do what each key's reason says (the write of either table adds it), then publish again."
 _ONE_PER_FACT = (
     "Publish one data source per fact: tableau_datasource_asset(..., tables=[fact, "
     "its dimensions])."
@@ -214,12 +231,22 @@ def _refusal(
     *,
     facts: Sequence[TableName] = (),
     unreachable: Sequence[TableName] = (),
+    missing: Sequence[MissingKey] = (),
 ) -> DataModelError:
+    """The refusal: `why` (and the declared keys `missing` from the file, with their
+    reasons), then the `way_out`."""
+    reasons = [why] if why else []
+    if missing:
+        listed = "; ".join(str(m) for m in missing)
+        reasons.append(f"foreign keys declared in metadata are not in the file: {listed}")
+        if way_out != _MISSING:
+            way_out = f"{_MISSING} {way_out}"
     return DataModelError(
-        f"Data source {datasource!r} cannot be one tree, which Tableau requires: {why}. "
-        f"{way_out} Nothing was sent.",
+        f"Data source {datasource!r} cannot be one tree, which Tableau requires: "
+        f"{'; and '.join(reasons)}. {way_out} Nothing was sent.",
         facts=[table_label(f) for f in facts],
         unreachable=[table_label(t) for t in unreachable],
+        missing=[str(m.key) for m in missing],
     )
 
 
@@ -267,12 +294,21 @@ def held_tables(catalog: Catalog, names: Sequence[str] | None, datasource: str) 
 
 
 def read_model(
-    connection: Connection, tables: Sequence[TableName], datasource: str, *, chosen: bool
-) -> DataModel:
-    """The tree of the `tables` of the connection's database; `DataModelError` if none.
+    connection: Connection,
+    tables: Sequence[TableName],
+    datasource: str,
+    pending: Sequence[PendingKey],
+    *,
+    chosen: bool,
+) -> tuple[DataModel, list[MissingKey]]:
+    """The tree of the `tables` of the connection's database, whose declared keys not in
+    the file yet are `pending`; `DataModelError` if there is none. Also the keys of these
+    tables that are missing, each to a table the data source does not hold (a warning).
     `chosen`: the data source names its tables."""
-    catalog = Catalog(connection)
-    return data_model({t: catalog.keys(t) for t in tables}, datasource, chosen=chosen)
+    stored = stored_keys(Catalog(connection))
+    missing = [m for m in missing_keys(pending, stored) if m.key.table in tables]
+    model = data_model({t: stored[t] for t in tables}, datasource, chosen=chosen, missing=missing)
+    return model, missing
 
 
 def server_refusal(error: TableauRequestError, datasource: str) -> DataModelError | None:

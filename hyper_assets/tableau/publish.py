@@ -44,6 +44,7 @@ from hyper_assets._sql import count_rows
 from hyper_assets.compaction import file_version
 from hyper_assets.errors import CorruptFileError, PublishError, TableauError, TableauRequestError
 from hyper_assets.outbox import Change, Outbox
+from hyper_assets.pending_keys import PendingKeys
 from hyper_assets.resource import HyperResource
 from hyper_assets.tableau import positions
 from hyper_assets.tableau.changes import net_steps
@@ -143,7 +144,9 @@ class Publisher:
         One publish of a data source runs at a time: a second waits for the first (across
         processes), then sends what is still unsent, so two runs never send a change twice.
         `DataModelError`, before anything is sent or changed, when its tables cannot be
-        published as one tree (`hyper_assets.tableau.model`).
+        published as one tree or lack a foreign key declared between them
+        (`hyper_assets.tableau.model`); a declared key to a table it does not hold that the
+        file lacks is a warning.
         It waits up to `lock_timeout_seconds`, then raises `PublishLockedError` naming the
         process that holds the file.
         """
@@ -238,10 +241,20 @@ class Publisher:
             with self.hyper.open(self.database, create=False) as connection:
                 catalog = Catalog(connection)
                 tables = held_tables(catalog, self.tables, self.datasource)
+                pending = PendingKeys(self.database).read()
                 # Refuses before any change; the tree each full publish sends.
-                model = read_model(
-                    connection, tables, self.datasource, chosen=self.tables is not None
+                model, missing = read_model(
+                    connection, tables, self.datasource, pending, chosen=self.tables is not None
                 )
+                for key in missing:
+                    self.log.warning(
+                        "Foreign key %s is not in the file (%s); data source %r holds %s "
+                        "without it.",
+                        key.key,
+                        key.why,
+                        self.datasource,
+                        table_label(key.key.table),
+                    )
                 whole_file = len(tables) == len(catalog.tables()) and not model.copies
                 recorded = self.outbox.settle(connection)
                 state = None if full_reason else self._state()
