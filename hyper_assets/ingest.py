@@ -408,31 +408,94 @@ def _swap(
 ) -> tuple[int, int]:
     """Full refresh with new columns or keys: load a new table, then DROP + RENAME.
 
-    Rows loaded, and the rows of the table dropped.
+    Hyper cannot drop a referenced table, nor a key (no DROP CONSTRAINT): the tables whose
+    keys reach this one (`_referencing`) are copied beside the new table, their keys
+    pointing at the new tables, and the one transaction that drops the old tables renames
+    every new one in place; their rows do not change. Rows loaded, and the rows of the
+    table dropped.
     """
     table = write.table
-    referencing = catalog.referencing_tables(table)
-    if referencing:
-        raise SchemaMismatchError(
-            f"{table_label(table)} changes its columns or keys, but "
-            f"{', '.join(table_label(t) for t in referencing)} reference it with ASSUMED "
-            "FOREIGN KEYs, and Hyper cannot drop a referenced table. Keep its columns and "
-            "keys, or drop the referencing tables (or the file) and materialise them again."
-        )
+    rebuilt = _referencing(catalog, table, write.keys.primary_key)
     staging = TableName(table.schema_name, table.name.unescaped + _NEW_SUFFIX)
-    connection.execute_command(f"DROP TABLE IF EXISTS {staging}")
+    copies = {t: TableName(t.schema_name, t.name.unescaped + _NEW_SUFFIX) for t in rebuilt}
+    renamed = {table: staging, **copies}
+    for new in [*copies.values(), staging]:  # what a crashed swap left, referencing first
+        connection.execute_command(f"DROP TABLE IF EXISTS {new}")
     try:
+        # Hyper takes DDL then DML in a transaction, not DDL after DML; the last is DDL only.
         with transaction(connection):
             for statement in create_table_sql(staging, write.columns, write.keys):
                 connection.execute_command(statement)
+            for old, (columns, keys) in rebuilt.items():
+                pointed = tuple(
+                    replace(fk, ref_table=renamed.get(fk.ref_table, fk.ref_table))
+                    for fk in keys.foreign_keys
+                )
+                for statement in create_table_sql(
+                    copies[old], columns, replace(keys, foreign_keys=pointed)
+                ):
+                    connection.execute_command(statement)
             loaded = _insert(connection, write, staging, staged)
+            for old, new in copies.items():
+                connection.execute_command(f"INSERT INTO {new} SELECT * FROM {old}")
         with transaction(connection):
             dropped = count_rows(connection, table)
-            connection.execute_command(f"DROP TABLE {table}")
-            connection.execute_command(
-                f"ALTER TABLE {staging} RENAME TO {escape_name(table.name.unescaped)}"
-            )
+            for old in [*reversed(rebuilt), table]:  # each after the tables referencing it
+                connection.execute_command(f"DROP TABLE {old}")
+            for old, new in renamed.items():
+                connection.execute_command(
+                    f"ALTER TABLE {new} RENAME TO {escape_name(old.name.unescaped)}"
+                )
     finally:
         with suppress(HyperException):
-            connection.execute_command(f"DROP TABLE IF EXISTS {staging}")
+            for new in [*copies.values(), staging]:
+                connection.execute_command(f"DROP TABLE IF EXISTS {new}")
     return loaded, dropped
+
+
+def _referencing(
+    catalog: Catalog, table: TableName, primary_key: tuple[str, ...]
+) -> dict[TableName, tuple[list[Column], Keys]]:
+    """The tables whose foreign keys reach `table`, directly or through one another, each
+    after the tables it references, with their columns and keys: what a swap of `table`
+    (to `primary_key`) copies. `SchemaMismatchError` when a key to `table` names columns
+    that are not its new primary key, or when their keys form a cycle."""
+    keys: dict[TableName, Keys] = {}
+    frontier = [table]
+    while frontier:
+        for other in catalog.referencing_tables(frontier.pop()):
+            if other not in keys:
+                keys[other] = catalog.keys(other)
+                frontier.append(other)
+    for other, other_keys in keys.items():
+        for fk in other_keys.foreign_keys:
+            if fk.ref_table == table and fk.ref_columns != primary_key:
+                raise SchemaMismatchError(
+                    f"{table_label(table)} changes its primary key to {list(primary_key)}, "
+                    f"but the foreign key {table_label(other)}.{', '.join(fk.columns)} "
+                    f"references {list(fk.ref_columns)}: keep {list(fk.ref_columns)} as its "
+                    f"primary key, or drop that key from {table_label(other)}'s metadata and "
+                    "materialise it first. Nothing was written."
+                )
+    ordered: dict[TableName, tuple[list[Column], Keys]] = {}
+    while len(ordered) < len(keys):
+        ready = [
+            t
+            for t, k in keys.items()
+            if t not in ordered
+            and all(
+                fk.ref_table not in keys or fk.ref_table in ordered
+                for fk in k.foreign_keys
+                if fk.ref_table != t
+            )
+        ]
+        if not ready:
+            cycle = ", ".join(table_label(t) for t in keys if t not in ordered)
+            raise SchemaMismatchError(
+                f"{table_label(table)} changes its columns or keys, but the tables whose keys "
+                f"reference it ({cycle}) reference one another in a cycle, which Hyper cannot "
+                "rebuild. Nothing was written."
+            )
+        for t in ready:
+            ordered[t] = (catalog.columns(t), keys[t])
+    return ordered
