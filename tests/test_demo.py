@@ -312,7 +312,9 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
     assert len(published["datasource_id"].value) == 36
     (job_id,) = published["tableau_job_ids"].value.split(", ")
     assert len(job_id) == 36
-    assert re.match(r"\d+\.\d KiB sent, the file is 1\d\.\d MiB", published["sent_vs_file"].value)
+    assert re.match(
+        r"\d+\.\d KiB sent, the data source's copy is \d+\.\d MiB", published["sent_vs_file"].value
+    )
 
     # No check holds a planned evaluation that never came; the facts' have one per day.
     with_checks = build_definitions()

@@ -125,7 +125,8 @@ def _readable_bytes(n: int) -> str:
 
 
 def publish_metadata(result: PublishResult, where: Destination, file_bytes: int) -> dict[str, Any]:
-    """A publish's result as Dagster metadata: what was sent, where, and how big against the file.
+    """A publish's result as Dagster metadata: what was sent, where, and how big against the
+    data source's copy (as its last full publish sent it; the file before that is known).
 
     `datasource_url` links the data source's page in Tableau's web client, as the server gives
     it (`webpageUrl`, which addresses the page by a number, not by `datasource_id`). When the
@@ -136,16 +137,23 @@ def publish_metadata(result: PublishResult, where: Destination, file_bytes: int)
         dg.TableRecord({"table": row.table, "action": row.action, "rows": row.rows})
         for row in result.rows
     ]
-    share = f" ({result.payload_bytes / file_bytes:.1%})" if file_bytes else ""
+    # Against the data source's copy (a tree of some tables) when known, else the file.
+    whole, what = (
+        (result.copy_bytes, "the data source's copy is")
+        if result.copy_bytes
+        else (file_bytes, "the file is")
+    )
+    share = f" ({result.payload_bytes / whole:.1%})" if whole else ""
     return {
         "publish": result.kind,
         "reason": result.reason,
         "sent": dg.MetadataValue.table(sent, SENT_SCHEMA),
         "rows_sent": sum(row.rows for row in result.rows),
-        "sent_vs_file": f"{_readable_bytes(result.payload_bytes)} sent, the file is "
-        f"{_readable_bytes(file_bytes)}" + share,
+        "sent_vs_file": f"{_readable_bytes(result.payload_bytes)} sent, {what} "
+        f"{_readable_bytes(whole)}" + share,
         "payload_bytes": result.payload_bytes,
         "file_bytes": file_bytes,
+        **({"copy_bytes": result.copy_bytes} if result.copy_bytes else {}),
         "data_model": dg.MetadataValue.md(result.model),
         "server": dg.MetadataValue.url(where.server_url),
         "site": where.site or "(default site)",

@@ -255,6 +255,7 @@ class PublishState:
     database_version: int | None  # None: published before versions were recorded
     position: int = 0
     tables: tuple[str, ...] | None = None  # None: adopted from before data sources had theirs
+    copy_bytes: int | None = None  # the file the last full publish sent; None: not recorded
 
     def after(self, plan: Plan) -> PublishState:
         """The state once `plan` was sent: its tables, and its position."""
@@ -269,6 +270,7 @@ class PublishState:
             "database_version": self.database_version,
             "position": self.position,
             "tables": None if self.tables is None else list(self.tables),
+            "copy_bytes": self.copy_bytes,
         }
 
     @classmethod
@@ -283,6 +285,7 @@ class PublishState:
             body.get("database_version"),
             int(body.get("position", 0)),
             None if tables is None else tuple(tables),
+            _optional_int(body.get("copy_bytes")),
         )
 
 
@@ -301,6 +304,7 @@ class PublishResult:
     changes: int
     seconds: float
     model: str = ""  # the tree the data source's copy holds, as Markdown (`model.describe`)
+    copy_bytes: int | None = None  # the file its last full publish sent; None: unknown
 
     @classmethod
     def of(
@@ -310,9 +314,10 @@ class PublishResult:
         webpage_url: str | None,
         seconds: float,
         model: str = "",
+        copy_bytes: int | None = None,
     ) -> PublishResult:
         """What the plans `sent` (each with its jobs' ids) sent to `datasource_id`, whose
-        copy holds the tree `model`."""
+        copy holds the tree `model` and was `copy_bytes` when last sent whole."""
         plans = [plan for plan, _ in sent]
         full = any(p.kind == "full" for p in plans)
         return cls(
@@ -327,7 +332,16 @@ class PublishResult:
             changes=sum(len(p.changes) for p in plans),
             seconds=round(seconds, 3),
             model=model,
+            copy_bytes=copy_bytes,
         )
+
+
+def _optional_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int):
+        raise TypeError(f"expected a whole number or null, got {value!r}")
+    return value
 
 
 def read_plan(path: Path) -> Plan | None:

@@ -402,7 +402,9 @@ class Publisher:
                 raise
             self._forget(plan)
             raise refusal from error
-        state = PublishState(self.target, source.id, plan.fingerprint, plan.database_version)
+        state = PublishState(
+            self.target, source.id, plan.fingerprint, plan.database_version, copy_bytes=size
+        )
         save(self._state_path, state.after(plan))
         self._saved()
         return state
@@ -428,7 +430,9 @@ class Publisher:
         state = self._sent_state()
         url = self._webpage_url(state.datasource_id, project_id, seen)
         jobs = [(plan, tuple(job.id for job in jobs)) for plan, jobs in sent]
-        return PublishResult.of(jobs, state.datasource_id, url, seconds, model)
+        return PublishResult.of(
+            jobs, state.datasource_id, url, seconds, model, copy_bytes=state.copy_bytes
+        )
 
     def _webpage_url(
         self, datasource_id: str, project_id: str, seen: DataSource | None

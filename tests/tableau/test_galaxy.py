@@ -172,6 +172,9 @@ def test_a_role_playing_dimension_is_published_as_a_copy_per_role(galaxy: Galaxy
     galaxy.write("airports")
     flights = galaxy.publish("Flights", ["flights", "airports"])
     assert (flights["publish"], flights["rows"]) == ("update", [("Extract.airports", "replace", 3)])
+    # Measured against the data source's copy (its tree), not the whole file of two facts.
+    assert flights["copy_bytes"] == first["payload_bytes"]
+    assert "sent, the data source's copy is" in flights["sent_vs_file"]
     galaxy.assert_copy("Flights", FLIGHTS)
     weather = galaxy.publish("Weather", ["weather", "airports"])
     assert weather["publish"] == "update"
