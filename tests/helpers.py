@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tableauhyperapi import Connection, CreateMode, HyperException
+from tableauhyperapi import Connection, CreateMode, HyperException, TableName
 
 from hyper_assets import staging
 from hyper_assets.process import SharedHyper
@@ -32,6 +32,17 @@ def query(hyper: SharedHyper, database: Path, sql: str, wait: float = 20.0) -> l
 
 def table_rows(hyper: SharedHyper, database: Path, table: str, order: str = "1") -> list[tuple]:
     return [tuple(r) for r in query(hyper, database, f"SELECT * FROM {table} ORDER BY {order}")]
+
+
+def same_rows(connection: Connection, mine: TableName, theirs: TableName) -> bool:
+    """Whether two tables (of databases the connection attached) hold the same rows, as
+    multisets: the same counts, and no row of one missing from the other."""
+    counts = [connection.execute_scalar_query(f"SELECT COUNT(*) FROM {t}") for t in (mine, theirs)]
+    differ = connection.execute_scalar_query(
+        f"SELECT COUNT(*) FROM ((SELECT * FROM {mine} EXCEPT ALL SELECT * FROM {theirs}) "
+        f"UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM {mine})) AS d"
+    )
+    return counts[0] == counts[1] and differ == 0
 
 
 def crash_hyperd(hyper: SharedHyper, scratch: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pytest
+from helpers import same_rows
 from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets import HyperIOManager, TableauServerResource, TokenSignIn
@@ -118,16 +119,7 @@ class Galaxy:
                     TableName("local", "Extract", table),
                     TableName("remote", "Extract", copy),
                 )
-                counts = [
-                    connection.execute_scalar_query(f"SELECT COUNT(*) FROM {t}")
-                    for t in (local, theirs)
-                ]
-                differ = connection.execute_scalar_query(
-                    f"SELECT COUNT(*) FROM ((SELECT * FROM {local} EXCEPT ALL SELECT * FROM "
-                    f"{theirs}) UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM "
-                    f"{local})) AS d"
-                )
-                assert (counts[0], differ) == (counts[1], 0), f"{datasource}: {copy} differs"
+                assert same_rows(connection, local, theirs), f"{datasource}: {copy} differs"
 
     def remote_keys(self, datasource: str) -> list[tuple[str, str, str]]:
         """(table, its columns, the table they reference) of each foreign key of the copy,

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import tableauserverclient as TSC
+from helpers import same_rows
 from tableauhyperapi import Connection, SqlType, TableDefinition, TableName, escape_name
 
 from hyper_assets import (
@@ -257,16 +258,7 @@ class Setup:
             assert tables["remote"] == tables["local"]
             for schema, table in sorted(tables["local"]):
                 local, theirs = (TableName(a, schema, table) for a in ("local", "remote"))
-                counts = [
-                    connection.execute_scalar_query(f"SELECT COUNT(*) FROM {name}")
-                    for name in (local, theirs)
-                ]
-                differ = connection.execute_scalar_query(
-                    f"SELECT COUNT(*) FROM ((SELECT * FROM {local} EXCEPT ALL SELECT * FROM "
-                    f"{theirs}) UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM "
-                    f"{local})) AS d"
-                )
-                assert (counts[0], differ) == (counts[1], 0), f"{schema}.{table} differs"
+                assert same_rows(connection, local, theirs), f"{schema}.{table} differs"
 
 
 @pytest.fixture
