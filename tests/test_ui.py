@@ -45,7 +45,6 @@ MATERIALIZED = "Materialized"
 ASSETS = {
     "airlines": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
     "airports": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
-    "destinations": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
     "planes": ("dimensions", ["hyper", "Spark"], MATERIALIZED),
     "flights": ("facts", ["hyper", "Spark"], "365 partitions"),
     "weather": ("facts", ["hyper", "Spark"], "365 partitions"),
