@@ -6,7 +6,9 @@
 3. the local Tableau emulator (data/emulator/) starts on loopback and the file is published;
 4. 2013-12-30 lands and the landing sensors ask for its partition runs, which run, then an
    incremental publish sends that day;
-5. a summary, and a check that the emulator's copy equals the local file, table by table.
+5. a summary, and a check that each emulator copy equals the local file, table by table:
+   in "Flights", `airports (origin)` and `airports (dest)`, the copies the publish makes
+   for the two roles of `airports`, each equal `airports`.
 
 Every run, materialisation and check result is recorded in data/dagster_home/, the
 instance `make ui` opens. 2013-12-31 is left to land while the UI runs (the README's
@@ -45,6 +47,7 @@ from demo.spark import spark_config, stderr_to
 from demo.ui import dagster_home
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import HyperSettings, SharedHyper
+from hyper_assets.tableau.model import read_model
 
 #: The day that lands during the demo, for the landing sensors to see.
 SENSOR_DAY = LAST_DAY - dt.timedelta(days=1)
@@ -109,34 +112,41 @@ def land_and_sense(
 
 
 def compare(
-    hyper: SharedHyper, local: Path, remote: Path, tables: list[str]
-) -> list[tuple[str, int, bool]]:
-    """(table, local rows, equal to the emulator's copy) for each of `tables` (of schema
-    Extract); a table the copy lacks, or holds besides them, is not equal."""
+    hyper: SharedHyper, local: Path, remote: Path, datasource: str, tables: list[str]
+) -> list[tuple[str, str, int, bool]]:
+    """(published table, the local table whose rows it holds, their count, equal) for each
+    table of the tree the publish makes of `tables` (of schema Extract): a role copy such
+    as `airports (dest)` holds the rows of `airports`. A table the emulator's copy lacks,
+    or holds besides them, is not equal."""
+    with Connection(hyper.endpoint, str(local)) as connection:
+        held = [TableName("Extract", name) for name in tables]
+        model = read_model(connection, held, datasource, chosen=True)
+    published = {t.name.unescaped: model.source(t).name.unescaped for t in model.tables}
     out = []
     with Connection(hyper.endpoint) as connection:
         for alias, path in (("local", local), ("remote", remote)):
             connection.execute_command(
                 f"ATTACH DATABASE {escape_name(str(path))} AS {escape_name(alias)}"
             )
-        for name in tables:
-            mine, theirs = (TableName(alias, "Extract", name) for alias in ("local", "remote"))
+        for name, source in published.items():
+            mine = TableName("local", "Extract", source)
+            theirs = TableName("remote", "Extract", name)
+            labels = (f"Extract.{name}", f"Extract.{source}")
             rows = connection.execute_scalar_query(f"SELECT COUNT(*) FROM {mine}")
             if not connection.catalog.has_table(theirs):
-                out.append((f"Extract.{name}", rows, False))
+                out.append((*labels, rows, False))
                 continue
             differ = connection.execute_scalar_query(
                 f"SELECT COUNT(*) FROM ((SELECT * FROM {mine} EXCEPT ALL SELECT * FROM "
                 f"{theirs}) UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM "
                 f"{mine})) AS d"
             )
-            out.append((f"Extract.{name}", rows, differ == 0))
+            out.append((*labels, rows, differ == 0))
         for schema in connection.catalog.get_schema_names("remote"):
             for table in connection.catalog.get_table_names(schema):
-                if (schema.name.unescaped, table.name.unescaped) not in (
-                    ("Extract", name) for name in tables
-                ):
-                    out.append((f"{schema.name.unescaped}.{table.name.unescaped}", 0, False))
+                label = f"{schema.name.unescaped}.{table.name.unescaped}"
+                if label not in (f"Extract.{name}" for name in published):
+                    out.append((label, label, 0, False))
     return out
 
 
@@ -181,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_log = args.data / "spark.log"
         story.step(f"Starting Spark ({args.spark_master}; what it prints goes to {spark_log})")
         start_spark(args.spark_master, spark_log)
-        story.step(f"Dimensions airlines, airports, destinations, planes (Spark -> {database})")
+        story.step(f"Dimensions airlines, airports, planes (Spark -> {database})")
         run_job(defs, "dimensions_job", instance)
         story.step(f"Facts flights, weather: {len(history)} days in one run")
         run_job(
@@ -205,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
 
         tables = {
             name: compare(
-                hyper, database, emulator.datasource_file(name, PROJECT, EMULATOR_SITE), held
+                hyper,
+                database,
+                emulator.datasource_file(name, PROJECT, EMULATOR_SITE),
+                name,
+                held,
             )
             for name, held in TABLES.items()
         }
@@ -216,17 +230,19 @@ def main(argv: list[str] | None = None) -> int:
 def summary(
     story: Story,
     database: Path,
-    tables: dict[str, list[tuple[str, int, bool]]],
+    tables: dict[str, list[tuple[str, str, int, bool]]],
     publishes: list[list[dict]],
 ) -> int:
-    """Prints each data source's tables against its emulator copy, and each publish."""
+    """Prints each data source's tables against its emulator copy, and each publish; 0 if
+    every table of every copy is equal."""
     story.step("Summary")
     print(f"{database}: {database.stat().st_size / 2**20:.1f} MiB")
     for index, (datasource, compared) in enumerate(tables.items()):
         print(f"  data source {datasource!r}:")
-        for name, rows, equal in compared:
+        for name, source, rows, equal in compared:
             state = "equal" if equal else "DIFFERS"
-            print(f"    {name:<22} {rows:>9,} rows   emulator copy {state}")
+            role = f" (a copy of {source})" if source != name else ""
+            print(f"    {name:<25} {rows:>9,} rows   emulator copy {state}{role}")
         for number, published in enumerate(publishes, 1):
             result = published[index]
             print(
@@ -246,7 +262,7 @@ def summary(
         "landing sensors and after_facts), then land the last day and watch it\n"
         f"run and publish: .venv/bin/python -m demo.arrive --day {YOUR_DAY}"
     )
-    every = [equal for compared in tables.values() for _, _, equal in compared]
+    every = [equal for compared in tables.values() for *_, equal in compared]
     return 0 if every and all(every) else 1
 
 

@@ -1,7 +1,9 @@
 """The star schema Tableau users get: three dimensions and two daily facts, made by Spark.
 
-Real data flaws are kept: flights whose plane is not in `planes` or whose destination is
-not in `airports` stay (the orphan checks count them), and 2013-12-31 has no weather.
+`flights` references `airports` twice, by `origin` and by `dest`; the publish gives the
+"Flights" data source a copy of `airports` for each role. Real data flaws are kept:
+flights whose plane is not in `planes` or whose destination is not in `airports` stay
+(the orphan checks count them), and 2013-12-31 has no weather.
 """
 
 import datetime as dt
@@ -98,34 +100,6 @@ def airlines(pyspark: PySparkResource, landing: Landing) -> DataFrame:
 )
 def airports(pyspark: PySparkResource, landing: Landing) -> DataFrame:
     """Airports by FAA code, with location and time zone."""
-    return _airports(pyspark, landing)
-
-
-@asset(
-    group_name="dimensions",
-    kinds=KINDS,
-    metadata={
-        "primary_key": ["faa"],
-        "dagster/column_schema": described(
-            faa="FAA code of a destination airport, e.g. IAH.",
-            utc_offset_hours="Offset from UTC in hours, outside daylight saving time.",
-            time_zone="IANA time zone, e.g. America/Chicago.",
-        ),
-    },
-)
-def destinations(pyspark: PySparkResource, landing: Landing) -> DataFrame:
-    """Airports in their role as destinations: the rows of `airports`, for `flights.dest`.
-
-    `flights` has two airports, `origin` and `dest`. Tableau builds the published data
-    source's model from its foreign keys, a relationship per pair of tables, and nothing
-    shows how a server models two keys from one table to the same dimension: the cautious
-    reading (hyper_assets.tableau.model) refuses it. So the second role has a table of its
-    own, and the "Flights" data source is one star.
-    """
-    return _airports(pyspark, landing)
-
-
-def _airports(pyspark: PySparkResource, landing: Landing) -> DataFrame:
     return landing.dimension(pyspark.spark_session, "airports").selectExpr(
         "faa",
         "name AS airport_name",
@@ -201,7 +175,7 @@ FLIGHT_COLUMNS = [
     kinds=KINDS,
     partitions_def=DAYS,
     backfill_policy=BackfillPolicy.single_run(),
-    deps=[airlines, airports, destinations, planes],
+    deps=[airlines, airports, planes],
     metadata={
         "dagster/column_schema": described(
             flight_date="Local (New York) departure day; the partition.",
@@ -210,8 +184,8 @@ FLIGHT_COLUMNS = [
             sched_dep_hour="Hour of the scheduled departure: joins weather.observed_at.",
             carrier="Airline, a key of airlines.",
             tailnum="Plane, a key of planes (some are missing there).",
-            origin="Departure airport (EWR, JFK, LGA).",
-            dest="Destination airport, a key of destinations (some are missing there).",
+            origin="Departure airport (EWR, JFK, LGA), a key of airports.",
+            dest="Destination airport, a key of airports (some are missing there).",
             dep_delay_min="Departure delay in minutes; negative is early.",
             arrived_late="Arrived 15 minutes late or more (the DOT on-time measure).",
             dep_delay_bucket="Departure delay band, ordered by dep_delay_bucket_order.",
@@ -221,7 +195,7 @@ FLIGHT_COLUMNS = [
             "carrier": "Extract.airlines.carrier",
             "tailnum": "Extract.planes.tailnum",
             "origin": "Extract.airports.faa",
-            "dest": "Extract.destinations.faa",
+            "dest": "Extract.airports.faa",
         },
     },
 )

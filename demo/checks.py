@@ -21,10 +21,10 @@ from dagster import (
     multi_asset_check,
 )
 
-from demo.assets import airlines, airports, destinations, flights, planes, weather
+from demo.assets import airlines, airports, flights, planes, weather
 from hyper_assets import build_hyper_checks, publish_freshness_check
 
-DIMENSIONS = (airlines, airports, destinations, planes)
+DIMENSIONS = (airlines, airports, planes)
 FACTS = (flights, weather)
 
 

@@ -20,7 +20,7 @@ from dagster import (
     run_status_sensor,
 )
 
-from demo.assets import Landing, airlines, airports, destinations, flights, planes, weather
+from demo.assets import Landing, airlines, airports, flights, planes, weather
 from demo.checks import FACTS, FRESHNESS_CHECKS, SCHEMA_CHECKS, build_checks, checks_of
 from demo.spark import DemoSpark, spark_config
 from hyper_assets import (
@@ -36,19 +36,21 @@ DAY_IN_NAME = r"_(\d{4}-\d{2}-\d{2})\.parquet$"
 #: A project name or path ("Sales/EMEA"); the built-in project of a site is "Default".
 PROJECT = os.environ.get("TABLEAU_PROJECT", "Default")
 
-#: The published data sources: one star each, as Tableau takes a published file. The file
-#: holds two facts sharing `airports`, which Tableau refuses as one data source. Their
-#: keys are under `tableau/`: the default key of "Flights" is the table's, `flights`
-#: (`tableau_translator(DATASOURCES)` hangs dagster-tableau's sheets below them).
+#: The published data sources: one fact each, as Tableau takes a published file. The file
+#: holds two facts sharing `airports`, which Tableau refuses as one data source. In
+#: "Flights" `airports` plays two roles, `origin` and `dest`: the publish sends a copy for
+#: each, `airports (origin)` and `airports (dest)`. Their keys are under `tableau/`: the
+#: default key of "Flights" is the table's, `flights` (`tableau_translator(DATASOURCES)`
+#: hangs dagster-tableau's sheets below them).
 TABLES = {
-    "Flights": ["flights", "airlines", "airports", "destinations", "planes"],
+    "Flights": ["flights", "airlines", "airports", "planes"],
     "Weather": ["weather", "airports"],
 }
 flights_datasource = tableau_datasource_asset(
     datasource="Flights",
     key=["tableau", "flights"],
     project=PROJECT,
-    deps=[flights, airlines, airports, destinations, planes],
+    deps=[flights, airlines, airports, planes],
     tables=TABLES["Flights"],
     group_name="tableau",
 )
@@ -126,7 +128,6 @@ def build_definitions(
         assets=[
             airlines,
             airports,
-            destinations,
             planes,
             flights,
             weather,

