@@ -269,9 +269,10 @@ class Publisher:
                     if catalog.exists(c.table)
                 }
                 reason = full_reason or shape_reason(changes, shapes, version, state)
+                # Each table of the tree sent, a role copy by its own name.
                 rows = tuple(
-                    SentRows(table_label(t), "publish", count_rows(connection, t))
-                    for t in (tables if reason else [])
+                    SentRows(table_label(t), "publish", count_rows(connection, model.source(t)))
+                    for t in (model.tables if reason else [])
                 )
             if not reason and not changes:
                 if replaces is not None:  # a full plan for another data source: moot

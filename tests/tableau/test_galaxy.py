@@ -148,7 +148,14 @@ def test_a_role_playing_dimension_is_published_as_a_copy_per_role(galaxy: Galaxy
         galaxy.write("weather", day)
 
     first = galaxy.publish("Flights", ["flights", "airports"])
-    assert first["publish"] == "full"
+    assert (first["publish"], first["rows"]) == (
+        "full",
+        [
+            ("Extract.airports (dest)", "publish", 3),
+            ("Extract.airports (origin)", "publish", 3),
+            ("Extract.flights", "publish", 4),
+        ],
+    )
     assert galaxy.publish("Weather", ["weather", "airports"])["publish"] == "full"
     galaxy.assert_copy("Flights", FLIGHTS)
     galaxy.assert_copy("Weather", WEATHER)
