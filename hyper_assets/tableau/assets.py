@@ -287,17 +287,17 @@ def _table_names(tables: Sequence[_HeldTable] | None, located: Located) -> list[
 
 
 def _declared_model(
-    sources: Mapping[dg.AssetKey, Mapping[str, Any]], datasource: str
+    sources: Mapping[dg.AssetKey, Mapping[str, Any]], datasource: str, *, chosen: bool
 ) -> dict[str, Any]:
     """`data_model`: the tree the publish will send, from the tables' declared keys (assets
-    of one-part keys in schema Extract, the IO manager's default)."""
+    of one-part keys in schema Extract, the IO manager's default); `chosen`: by tables=."""
     specs = [
         TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA) for key, metadata in sources.items()
     ]
     if not specs:
         return {}
     try:
-        model = data_model({spec.table: spec.keys for spec in specs}, datasource)
+        model = data_model({spec.table: spec.keys for spec in specs}, datasource, chosen=chosen)
     except DataModelError as error:
         return {"data_model": dg.MetadataValue.text(f"Not publishable: {error}")}
     return {"data_model": dg.MetadataValue.md(describe(model))}
@@ -389,9 +389,10 @@ def tableau_datasource_asset(
 
     `tables` are the tables of the file the data source holds, every table without it:
     assets of `deps` (their definitions, specs or keys: the table each is stored as) or
-    table names (`"table"` or `"schema.table"`). Tableau takes them only as one star: one
-    fact table, reaching every other through foreign keys (`hyper_assets.tableau.model`);
-    publish each star of a file as a data source of its own.
+    table names (`"table"` or `"schema.table"`). Tableau takes them only as one tree: one
+    fact table, reaching every other once through foreign keys; the publish makes the tree
+    from the file's keys, a copy of a table per way the fact reaches it
+    (`hyper_assets.tableau.model`). Publish each fact of a file as a data source of its own.
 
     `max_payload_bytes` caps each update request's payload file (a server refusing one
     as too large gets it cut smaller). One publish of a data source runs at a time: a
@@ -417,7 +418,7 @@ def tableau_datasource_asset(
         required_resource_keys={source.resource_key, tableau_key},
         metadata={"datasource": datasource, "project": project}
         | _declared_lineage(sources)
-        | (_declared_model(sources, datasource) if declared else {}),
+        | (_declared_model(sources, datasource, chosen=held is not None) if declared else {}),
         automation_condition=automation_condition,
         description=f"Tableau data source {datasource!r} in project {project!r}.",
     )
