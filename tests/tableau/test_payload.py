@@ -128,7 +128,9 @@ def test_a_payload_file_hyper_cannot_write_is_named_and_changes_nothing(shop: Sh
 
     directory = tmp_path / "payload"
     directory.mkdir()
-    parts = build_parts(endpoint, shop.database, shop.outbox, steps, directory, 2**20)
+    parts = build_parts(
+        endpoint, shop.database, shop.outbox, steps, directory, 2**20, lambda t: [t]
+    )
     with pytest.raises(PayloadFileError) as caught:
         write_batch(endpoint, parts, gone / "batch-000.hyper")
     assert caught.value.file == str(gone / "batch-000.hyper")
