@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tableauhyperapi import Connection, CreateMode, HyperException
+from tableauhyperapi import Connection, CreateMode, HyperException, TableName, escape_name
 
 from hyper_assets import staging
 from hyper_assets.process import SharedHyper
@@ -32,6 +32,38 @@ def query(hyper: SharedHyper, database: Path, sql: str, wait: float = 20.0) -> l
 
 def table_rows(hyper: SharedHyper, database: Path, table: str, order: str = "1") -> list[tuple]:
     return [tuple(r) for r in query(hyper, database, f"SELECT * FROM {table} ORDER BY {order}")]
+
+
+def assert_copy(
+    hyper: SharedHyper, database: Path, remote: Path, sources: Mapping[str, str]
+) -> None:
+    """The published file `remote` holds exactly the tables of `sources` (schema Extract),
+    each the rows of the table of `database` it names, compared by content (EXCEPT ALL both
+    ways, so duplicate rows count)."""
+    with Connection(hyper.endpoint) as connection:
+        for alias, path in (("local", database), ("remote", remote)):
+            connection.execute_command(f"ATTACH DATABASE {escape_name(str(path))} AS {alias}")
+        names = {
+            t.name.unescaped
+            for schema in connection.catalog.get_schema_names("remote")
+            for t in connection.catalog.get_table_names(schema)
+        }
+        assert names == set(sources)
+        for copy, table in sources.items():
+            local, theirs = (
+                TableName("local", "Extract", table),
+                TableName("remote", "Extract", copy),
+            )
+            counts = [
+                connection.execute_scalar_query(f"SELECT COUNT(*) FROM {t}")
+                for t in (local, theirs)
+            ]
+            differ = connection.execute_scalar_query(
+                f"SELECT COUNT(*) FROM ((SELECT * FROM {local} EXCEPT ALL SELECT * FROM "
+                f"{theirs}) UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM "
+                f"{local})) AS d"
+            )
+            assert (counts[0], differ) == (counts[1], 0), f"{remote.name}: {copy!r} differs"
 
 
 def crash_hyperd(hyper: SharedHyper, scratch: Path) -> None:
