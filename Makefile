@@ -99,7 +99,7 @@ bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/scale.py
 
 # The galaxy location (galaxy/), TPC-H scale factor 1: each data source's first publish, a
-# one-month change and a dimension's, against the file (about 5 minutes).
+# one-month change and a dimension's, against the file (4 to 8 minutes on 2 shared cores).
 bench-galaxy: $(STAMP)
 	$(BIN)/python benchmarks/galaxy.py
 
