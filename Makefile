@@ -14,7 +14,7 @@ INSTALL := uv pip install --quiet --compile-bytecode
 # Two pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-.PHONY: test envs test-fast test-lowest lint demo ui bench bench-scale bench-home java browser azurite clean
+.PHONY: test envs test-fast test-lowest lint demo ui bench bench-scale bench-galaxy bench-home java browser azurite clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -97,6 +97,11 @@ bench: $(STAMP)
 # TPC-H scale factor 1: load, cluster, month replace, publish, compaction (about 7 minutes).
 bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/scale.py
+
+# The galaxy location (galaxy/), TPC-H scale factor 1: each data source's first publish, a
+# one-month change and a dimension's, against the file (4 to 8 minutes on 2 shared cores).
+bench-galaxy: $(STAMP)
+	$(BIN)/python benchmarks/galaxy.py
 
 # Bytes uploaded and seconds per write to an s3:// home (moto) against a local path.
 bench-home: $(STAMP)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tableauhyperapi import Connection, CreateMode, HyperException, TableName
+from tableauhyperapi import Connection, CreateMode, HyperException, TableName, escape_name
 
 from hyper_assets import staging
 from hyper_assets.process import SharedHyper
@@ -43,6 +43,29 @@ def same_rows(connection: Connection, mine: TableName, theirs: TableName) -> boo
         f"UNION ALL (SELECT * FROM {theirs} EXCEPT ALL SELECT * FROM {mine})) AS d"
     )
     return counts[0] == counts[1] and differ == 0
+
+
+def assert_copy(
+    hyper: SharedHyper, database: Path, remote: Path, sources: Mapping[str, str]
+) -> None:
+    """The published file `remote` holds exactly the tables of `sources` (schema Extract),
+    each the rows of the table of `database` it names, compared by content (EXCEPT ALL both
+    ways, so duplicate rows count)."""
+    with Connection(hyper.endpoint) as connection:
+        for alias, path in (("local", database), ("remote", remote)):
+            connection.execute_command(f"ATTACH DATABASE {escape_name(str(path))} AS {alias}")
+        names = {
+            t.name.unescaped
+            for schema in connection.catalog.get_schema_names("remote")
+            for t in connection.catalog.get_table_names(schema)
+        }
+        assert names == set(sources)
+        for copy, table in sources.items():
+            local, theirs = (
+                TableName("local", "Extract", table),
+                TableName("remote", "Extract", copy),
+            )
+            assert same_rows(connection, local, theirs), f"{remote.name}: {copy!r} differs"
 
 
 def crash_hyperd(hyper: SharedHyper, scratch: Path) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pytest
-from helpers import same_rows
-from tableauhyperapi import Connection, TableName, escape_name
+from helpers import assert_copy
+from tableauhyperapi import Connection
 
 from hyper_assets import HyperIOManager, TableauServerResource, TokenSignIn
 from hyper_assets.emulator import Emulator
@@ -105,21 +105,7 @@ class Galaxy:
     def assert_copy(self, datasource: str, sources: dict[str, str]) -> None:
         """The copy holds exactly the tables of `sources`, each the rows of its local table."""
         remote = self.emulator.site_dir(SITE) / f"{datasource}.hyper"
-        with Connection(self.hyper.endpoint) as connection:
-            for alias, path in (("local", self.database), ("remote", remote)):
-                connection.execute_command(f"ATTACH DATABASE {escape_name(str(path))} AS {alias}")
-            names = {
-                t.name.unescaped
-                for schema in connection.catalog.get_schema_names("remote")
-                for t in connection.catalog.get_table_names(schema)
-            }
-            assert names == set(sources)
-            for copy, table in sources.items():
-                local, theirs = (
-                    TableName("local", "Extract", table),
-                    TableName("remote", "Extract", copy),
-                )
-                assert same_rows(connection, local, theirs), f"{datasource}: {copy} differs"
+        assert_copy(self.hyper, self.database, remote, sources)
 
     def remote_keys(self, datasource: str) -> list[tuple[str, str, str]]:
         """(table, its columns, the table they reference) of each foreign key of the copy,
