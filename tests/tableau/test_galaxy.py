@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pytest
-from helpers import assert_copy
+from helpers import assert_copy, query
 from tableauhyperapi import Connection
 
 from hyper_assets import HyperIOManager, TableauServerResource, TokenSignIn
@@ -30,12 +30,13 @@ WEATHER = {"weather": "weather", "airports": "airports"}
 class Galaxy:
     def __init__(self, database: Path, emulator: Emulator, hyper: SharedHyper) -> None:
         self.database, self.emulator, self.hyper = database, emulator, hyper
+        self.airports_metadata: dict[str, Any] = {"primary_key": ["faa"]}
         self.airports = [("JFK", "New York"), ("LAX", "Los Angeles"), ("SFO", "San Francisco")]
 
     def assets(self) -> list[dg.AssetsDefinition]:
         galaxy = self
 
-        @dg.asset(metadata={"primary_key": ["faa"]})
+        @dg.asset(metadata=self.airports_metadata)
         def airports() -> pa.Table:
             faa, names = zip(*galaxy.airports, strict=True)
             return pa.table({"faa": list(faa), "name": list(names)})
@@ -205,3 +206,19 @@ def test_the_emulator_refuses_a_file_that_is_not_a_tree(
             str(path),
             TSC.Server.PublishMode.Overwrite,
         )
+
+
+def test_an_upsert_of_a_dimension_reaches_each_of_its_copies(galaxy: Galaxy) -> None:
+    galaxy.airports_metadata |= {"write_mode": "upsert"}
+    galaxy.write("airports")
+    galaxy.write("flights", "2024-03-01")
+    assert galaxy.publish("Flights", ["flights", "airports"])["publish"] == "full"
+
+    galaxy.airports = [("JFK", "John F. Kennedy"), ("BOS", "Boston")]
+    galaxy.write("airports")
+    flights = galaxy.publish("Flights", ["flights", "airports"])
+    assert (flights["publish"], flights["rows"]) == ("update", [("Extract.airports", "upsert", 2)])
+    galaxy.assert_copy("Flights", FLIGHTS)  # both copies: JFK renamed, BOS added, LAX kept
+    copy = galaxy.emulator.site_dir(SITE) / "Flights.hyper"
+    names = query(galaxy.hyper, copy, 'SELECT name FROM "Extract"."airports (dest)" ORDER BY 1')
+    assert names == [["Boston"], ["John F. Kennedy"], ["Los Angeles"], ["San Francisco"]]
