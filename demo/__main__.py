@@ -120,7 +120,7 @@ def compare(
     or holds besides them, is not equal."""
     with Connection(hyper.endpoint, str(local)) as connection:
         held = [TableName("Extract", name) for name in tables]
-        model = read_model(connection, held, datasource, chosen=True)
+        model, _ = read_model(connection, held, datasource, (), chosen=True)
     published = {t.name.unescaped: model.source(t).name.unescaped for t in model.tables}
     out = []
     with Connection(hyper.endpoint) as connection:
