@@ -204,7 +204,8 @@ class WriteGuard:
         return (
             f"{uri} {now}, not the extract Dagster's latest materialisation of "
             f"{record.asset.to_user_string()} ({record.where}) was written to: it was lost, or "
-            f"made anew. {self.doing} goes ahead, as it rewrites every row of the table. "
+            f"made anew. {self.doing} goes ahead, as it rewrites every row of the table; "
+            "the other assets stored in the file need the same: "
             + rebuild(record.asset, self.partitions)
         )
 
@@ -227,10 +228,17 @@ def write_guard(context: dg.OutputContext, label: str, *, replaces: bool) -> Wri
     # An op's output has no materialisation to compare with.
     records = latest(instance, context.asset_key) if instance and context.has_asset_key else []
     partitioned = context.has_asset_partitions
-    everything = replaces and (
-        not partitioned
-        or set(context.asset_partition_keys)
-        >= set(context.asset_partitions_def.get_partition_keys(dynamic_partitions_store=instance))
+    # Listed only when there is a record to compare with: a check without one passes.
+    everything = (
+        bool(records)
+        and replaces
+        and (
+            not partitioned
+            or set(context.asset_partition_keys)
+            >= set(
+                context.asset_partitions_def.get_partition_keys(dynamic_partitions_store=instance)
+            )
+        )
     )
     return WriteGuard(
         records[0] if records else None,

@@ -32,7 +32,7 @@ yet waits in a record beside the file, and is added once a write made its table
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -73,6 +73,7 @@ from hyper_assets.tables import (
 from hyper_assets.types import Column, columns_from_arrow
 
 _NEW_SUFFIX = "__hyper_assets_new"
+_OLD_SUFFIX = "__hyper_assets_old"  # a table a swap renamed aside, dropped once it is done
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,7 @@ def write_table(
     started = time.perf_counter()
     _check_keys(write)
     catalog = Catalog(connection)
+    _recover(connection, catalog)  # a swap a crash interrupted, before the file is read
     keys, postponed = catalog.check_foreign_keys(write.table, write.keys)
     notes = [catalog.postponed_note(write.table, fk) for fk in postponed]
     write = replace(write, keys=keys)
@@ -406,51 +408,115 @@ def _delete_upserted(connection: Connection, write: Write, files: Sequence[Path]
 def _swap(
     connection: Connection, catalog: Catalog, write: Write, staged: Staged
 ) -> tuple[int, int]:
-    """Full refresh with new columns or keys: load a new table, then DROP + RENAME.
+    """Full refresh with new columns or keys: load a new table, then swap it in.
 
     Hyper cannot drop a referenced table, nor a key (no DROP CONSTRAINT): the tables whose
     keys reach this one (`_referencing`) are copied beside the new table, their keys
-    pointing at the new tables, and the one transaction that drops the old tables renames
-    every new one in place; their rows do not change. Rows loaded, and the rows of the
-    table dropped.
+    pointing at the new tables, and swapped in with it; their rows do not change. Hyper
+    does not roll DDL back (measured: a ROLLBACK keeps a CREATE and a DROP), so the swap
+    is made of steps each undone on failure (`_swap_in`), and a swap a crash interrupted
+    is finished or undone by the next write (`_recover`). Rows loaded, and the rows of the table
+    dropped.
     """
     table = write.table
     rebuilt = _referencing(catalog, table, write.keys.primary_key)
-    staging = TableName(table.schema_name, table.name.unescaped + _NEW_SUFFIX)
-    copies = {t: TableName(t.schema_name, t.name.unescaped + _NEW_SUFFIX) for t in rebuilt}
-    renamed = {table: staging, **copies}
-    for new in [*copies.values(), staging]:  # what a crashed swap left, referencing first
-        connection.execute_command(f"DROP TABLE IF EXISTS {new}")
+    news = {t: _suffixed(t, _NEW_SUFFIX) for t in [table, *rebuilt]}  # the order they are made
     try:
-        # Hyper takes DDL then DML in a transaction, not DDL after DML; the last is DDL only.
+        # Hyper takes DDL then DML in a transaction, not DDL after DML.
         with transaction(connection):
-            for statement in create_table_sql(staging, write.columns, write.keys):
+            for statement in create_table_sql(news[table], write.columns, write.keys):
                 connection.execute_command(statement)
             for old, (columns, keys) in rebuilt.items():
                 pointed = tuple(
-                    replace(fk, ref_table=renamed.get(fk.ref_table, fk.ref_table))
+                    replace(fk, ref_table=news.get(fk.ref_table, fk.ref_table))
                     for fk in keys.foreign_keys
                 )
                 for statement in create_table_sql(
-                    copies[old], columns, replace(keys, foreign_keys=pointed)
+                    news[old], columns, replace(keys, foreign_keys=pointed)
                 ):
                     connection.execute_command(statement)
-            loaded = _insert(connection, write, staging, staged)
-            for old, new in copies.items():
-                connection.execute_command(f"INSERT INTO {new} SELECT * FROM {old}")
-        with transaction(connection):
-            dropped = count_rows(connection, table)
-            for old in [*reversed(rebuilt), table]:  # each after the tables referencing it
-                connection.execute_command(f"DROP TABLE {old}")
-            for old, new in renamed.items():
-                connection.execute_command(
-                    f"ALTER TABLE {new} RENAME TO {escape_name(old.name.unescaped)}"
-                )
-    finally:
-        with suppress(HyperException):
-            for new in [*copies.values(), staging]:
-                connection.execute_command(f"DROP TABLE IF EXISTS {new}")
+            loaded = _insert(connection, write, news[table], staged)
+            for old in rebuilt:
+                connection.execute_command(f"INSERT INTO {news[old]} SELECT * FROM {old}")
+        dropped = count_rows(connection, table)
+    except BaseException:
+        _drop_all(connection, list(news.values())[::-1])
+        raise
+    _swap_in(connection, news)
     return loaded, dropped
+
+
+def _suffixed(table: TableName, suffix: str) -> TableName:
+    return TableName(table.schema_name, table.name.unescaped + suffix)
+
+
+def _swap_in(connection: Connection, news: Mapping[TableName, TableName]) -> None:
+    """Puts each new table (`news`: by the table it replaces, referenced before
+    referencing) in place of the old one: the old ones renamed aside, the new ones renamed
+    in, then the old ones dropped. A failure before the drops renames everything back and
+    drops the new tables; the old ones left by a failure in the drops go at the next swap."""
+    aside: list[TableName] = []
+    moved_in: list[TableName] = []
+    try:
+        for old in news:
+            connection.execute_command(_rename_sql(old, old.name.unescaped + _OLD_SUFFIX))
+            aside.append(old)
+        for old, new in news.items():
+            connection.execute_command(_rename_sql(new, old.name.unescaped))
+            moved_in.append(old)
+    except BaseException:
+        for old in moved_in:
+            _attempt(connection, _rename_sql(old, old.name.unescaped + _NEW_SUFFIX))
+        for old in aside:
+            _attempt(connection, _rename_sql(_suffixed(old, _OLD_SUFFIX), old.name.unescaped))
+        _drop_all(connection, list(news.values())[::-1])
+        raise
+    _drop_all(connection, [_suffixed(old, _OLD_SUFFIX) for old in reversed(news)])
+
+
+def _recover(connection: Connection, catalog: Catalog) -> None:
+    """Finishes or undoes a swap a crash interrupted: when a table renamed aside has no
+    table in its place, every table renamed in goes back to being new and every table
+    renamed aside comes back; then what is left aside, and every new table, is dropped."""
+    tables = catalog.tables()
+    aside = [t for t in tables if t.name.unescaped.endswith(_OLD_SUFFIX)]
+    originals = {
+        t: TableName(t.schema_name, t.name.unescaped.removesuffix(_OLD_SUFFIX)) for t in aside
+    }
+    if any(original not in tables for original in originals.values()):
+        for t, original in originals.items():
+            if original in tables:
+                _attempt(connection, _rename_sql(original, original.name.unescaped + _NEW_SUFFIX))
+            _attempt(connection, _rename_sql(t, original.name.unescaped))
+        tables = catalog.tables()
+    leftovers = [t for t in tables if t.name.unescaped.endswith((_OLD_SUFFIX, _NEW_SUFFIX))]
+    _drop_all(connection, leftovers)
+
+
+def _rename_sql(table: TableName, name: str) -> str:
+    return f"ALTER TABLE {table} RENAME TO {escape_name(name)}"
+
+
+def _attempt(connection: Connection, sql: str) -> None:
+    """Runs `sql` in undoing a failed step: what fails is left for the next write."""
+    with suppress(HyperException):
+        connection.execute_command(sql)
+
+
+def _drop_all(connection: Connection, tables: Sequence[TableName]) -> None:
+    """Drops those of `tables` that exist, each once nothing references it any more (in as
+    many rounds as their keys need); what cannot be dropped is left."""
+    left = list(tables)
+    while left:
+        kept = []
+        for table in left:
+            try:
+                connection.execute_command(f"DROP TABLE IF EXISTS {table}")
+            except HyperException:
+                kept.append(table)
+        if len(kept) == len(left):
+            return
+        left = kept
 
 
 def _referencing(

@@ -8,8 +8,14 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from helpers import query, table_rows
+from tableauhyperapi import Connection
 
-from hyper_assets import HyperIOManager, HyperResource, SchemaMismatchError
+from hyper_assets import (
+    HyperIOManager,
+    HyperResource,
+    InvalidGeographyError,
+    SchemaMismatchError,
+)
 
 
 def io(database: Path) -> HyperIOManager:
@@ -113,3 +119,63 @@ def test_a_new_primary_key_that_breaks_a_reference_is_refused_naming_it(
     )
     assert table_rows(hyper, database, '"Extract"."makers"') == [(1, "Boeing"), (2, "Airbus")]
     assert foreign_keys(hyper, database) == KEYS
+
+
+def internal_tables(hyper, database: Path) -> list[list]:
+    return query(
+        hyper,
+        database,
+        "SELECT relname FROM pg_catalog.pg_class WHERE relname LIKE '%hyper_assets%'",
+    )
+
+
+def test_a_failed_refresh_of_a_referenced_dimension_leaves_nothing_behind(
+    tmp_path: Path, hyper
+) -> None:
+    """Hyper keeps DDL a ROLLBACK should undo: the new tables are dropped by hand, the
+    tables referencing others last, so that the next refresh finds the file as it was."""
+    database = tmp_path / "model.hyper"
+    resources = {"io_manager": io(database)}
+    assert dg.materialize(shop(BEFORE), resources=resources).success
+    bad = {**BEFORE, "hq": ["POINT(1 2)", "POINT(1 95)"]}  # latitude 95: Hyper refuses it
+
+    @dg.asset(name="makers", metadata={"primary_key": ["maker_id"], "geography_columns": ["hq"]})
+    def makers_with_hq() -> pa.Table:
+        return pa.table(bad)
+
+    with pytest.raises(InvalidGeographyError):
+        dg.materialize([makers_with_hq], resources=resources)
+    assert internal_tables(hyper, database) == []
+    assert table_rows(hyper, database, '"Extract"."makers"') == [(1, "Boeing"), (2, "Airbus")]
+    assert foreign_keys(hyper, database) == KEYS
+
+    after = {"maker_id": [1, 2], "name": ["B", "A"], "country": ["US", "FR"]}
+    assert dg.materialize([shop(after)[0]], resources=resources).success
+    assert table_rows(hyper, database, '"Extract"."makers"') == [(1, "B", "US"), (2, "A", "FR")]
+    assert foreign_keys(hyper, database) == KEYS
+
+
+def test_a_swap_a_crash_interrupted_is_undone_by_the_next_write(tmp_path: Path, hyper) -> None:
+    """The state a crash leaves between renaming the old tables aside and the new ones in:
+    `makers` and `planes` aside, a new `planes` made. The next swap puts them back first."""
+    database = tmp_path / "model.hyper"
+    resources = {"io_manager": io(database)}
+    assert dg.materialize(shop(BEFORE), resources=resources).success
+    rows = {t: table_rows(hyper, database, f'"Extract"."{t}"') for t in ("planes", "flights")}
+    with Connection(hyper.endpoint, str(database)) as connection:
+        for table in ("makers", "planes"):
+            connection.execute_command(
+                f'ALTER TABLE "Extract"."{table}" RENAME TO "{table}__hyper_assets_old"'
+            )
+        connection.execute_command(
+            'CREATE TABLE "Extract"."planes__hyper_assets_new" AS '
+            '(SELECT * FROM "Extract"."planes__hyper_assets_old")'
+        )
+
+    after = {"maker_id": [1, 2], "name": ["B", "A"], "country": ["US", "FR"]}
+    assert dg.materialize([shop(after)[0]], resources=resources).success
+    assert internal_tables(hyper, database) == []
+    assert table_rows(hyper, database, '"Extract"."makers"') == [(1, "B", "US"), (2, "A", "FR")]
+    assert foreign_keys(hyper, database) == KEYS
+    for table, before in rows.items():
+        assert table_rows(hyper, database, f'"Extract"."{table}"') == before

@@ -144,14 +144,20 @@ def data_model(
     names = {(): fact} | {
         path: _role(path) if ways[path[-1].ref_table] > 1 else path[-1].ref_table for path in paths
     }
+    taken = Counter(names.values())
     clashing = sorted(
-        {table_label(n) for p, n in names.items() if p and n in keys and n != p[-1].ref_table}
+        {
+            table_label(n)
+            for p, n in names.items()
+            if p and n != p[-1].ref_table and (n in keys or taken[n] > 1)
+        }
     )
     if clashing:
         raise _refusal(
             datasource,
-            f"the role copies would take the names of its tables {', '.join(clashing)}",
-            "Rename those tables.",
+            f"two of its tables would be named {', '.join(clashing)} (a role copy is named "
+            "for the key columns that reach it)",
+            "Rename a table or a key column.",
         )
     relationships = tuple(
         Relationship(names[path[:-1]], path[-1].columns, names[path], path[-1].ref_columns)
@@ -197,14 +203,19 @@ def _role(path: tuple[ForeignKey, ...]) -> TableName:
 
 
 def _cycle(edges: Mapping[TableName, Sequence[ForeignKey]]) -> str:
-    """A cycle of keys among tables every one of which is referenced, as `a -> b -> a`."""
-    table = next(iter(edges))
-    seen = [table]
-    while True:
-        table = next(fk.ref_table for fk in edges[table])
-        if table in seen:
-            return _loop(seen, table)
-        seen.append(table)
+    """A cycle of keys among tables every one of which is referenced, as `a -> b -> a`
+    (there is one: a walk along keys never ends, and the tables are finite)."""
+
+    def walk(path: list[TableName]) -> str | None:
+        for fk in edges[path[-1]]:
+            if fk.ref_table in path:
+                return _loop(path, fk.ref_table)
+            found = walk([*path, fk.ref_table])
+            if found:
+                return found
+        return None
+
+    return next(found for table in edges if (found := walk([table])))
 
 
 def _loop(path: Sequence[TableName], back_to: TableName) -> str:

@@ -259,3 +259,26 @@ def test_anything_else_in_tables_or_deps_is_refused_naming_it(
         with pytest.raises(ConfigurationError) as by_the_op:
             build_publish_op(datasource="Weather", project="p", tables=options["tables"])
         assert str(by_the_op.value) == message
+
+
+def test_a_cycle_beside_a_dead_end_is_named() -> None:
+    """Every table referenced, the walk from `a` first meeting `c`, which references none."""
+    keys = {
+        table("a"): Keys(("id",), (fk("c", "c"), fk("b", "b"))),
+        table("b"): Keys(("id",), (fk("a", "a"),)),
+        table("c"): DIM,
+    }
+    with pytest.raises(DataModelError, match=r"cycle \(Extract\.a -> Extract\.b -> Extract\.a\)"):
+        data_model(keys, "C")
+
+
+def test_two_ways_named_alike_are_refused_naming_the_name() -> None:
+    """One column `x` referencing two tables, each reaching `c` by a column `c`."""
+    keys = {
+        table("fact"): Keys((), (fk("x", "b1"), fk("x", "b2"))),
+        table("b1"): Keys(("id",), (fk("c", "c"),)),
+        table("b2"): Keys(("id",), (fk("c", "c"),)),
+        table("c"): DIM,
+    }
+    with pytest.raises(DataModelError, match=r"would be named Extract\.c \(x\.c\)"):
+        data_model(keys, "Twins")
