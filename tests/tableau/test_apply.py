@@ -7,7 +7,6 @@ the emulator's own parser (`hyper_assets.emulator.batch`), applied by the emulat
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
