@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hyper_assets._files import MEGABYTE
+from hyper_assets.emulator.batch import parse_batch
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.replies import accepted_job_node, job_node
 from hyper_assets.emulator.rest import Reply, Request
 from hyper_assets.emulator.wire import bad_request, not_found, parse_json
-from hyper_assets.errors import ActionValidationError
-from hyper_assets.tableau.actions import parse_batch
 
 if TYPE_CHECKING:
     from hyper_assets.emulator.server import Api
@@ -28,15 +27,18 @@ def update_data(api: Api, request: Request) -> Reply:
     request_id = request.headers.get("RequestID")
     if not request_id:
         raise bad_request("the RequestID header is required; send a unique id per batch")
+    media_type = request.content_type.partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise bad_request(
+            "the action batch must be sent with Content-Type application/json, not "
+            f"{request.content_type or 'none'!r}"
+        )
     original = api.jobs.duplicate(site.id, request_id)
     if original is not None:
         return Reply(202, [accepted_job_node(original)])
     if len(request.body) > api.max_payload_bytes:
         raise _too_large(len(request.body), api.max_payload_bytes)
-    try:
-        actions = parse_batch(parse_json(request.body))
-    except ActionValidationError as err:
-        raise bad_request(f"invalid action batch: {err}") from None
+    actions = parse_batch(parse_json(request.body))
     payload = None
     session_id = request.query.get("uploadSessionId")
     if session_id:

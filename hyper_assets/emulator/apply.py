@@ -1,6 +1,8 @@
 """Apply an action batch to a target `.hyper`, reading a payload `.hyper`: all or nothing.
 
-The target is attached read-write as `target`, the payload read-only as `payload`. Every
+The actions are the emulator's own reading of the batch (`hyper_assets.emulator.batch`),
+and the target's keys its own reading of the file (`hyper_assets.emulator.catalog`). The
+target is attached read-write as `target`, the payload read-only as `payload`. Every
 action is first checked against both catalogs; then the actions' DML runs in a single
 transaction with every statement checked, because Hyper aborts a transaction after a
 failed statement and a later COMMIT silently commits nothing. The batch needs no DDL
@@ -27,23 +29,19 @@ from tableauhyperapi import (
 )
 
 from hyper_assets._sql import attach, transaction
+from hyper_assets.emulator.batch import (
+    FIELDS,
+    Action,
+    Comparison,
+    Condition,
+    Constant,
+    Junction,
+    Literal,
+    comparisons,
+)
+from hyper_assets.emulator.catalog import read_keys
 from hyper_assets.emulator.errors import ActionBatchError
 from hyper_assets.errors import ActionValidationError, TableNotFoundError
-from hyper_assets.tableau.actions import (
-    Action,
-    Always,
-    And,
-    Condition,
-    Const,
-    Delete,
-    Insert,
-    Predicate,
-    Replace,
-    Update,
-    Upsert,
-    predicates,
-)
-from hyper_assets.tables import Catalog
 
 TARGET_DB = "target"
 PAYLOAD_DB = "payload"
@@ -104,7 +102,7 @@ def _run(
                 try:
                     rows += connection.execute_command(sql) or 0
                 except HyperException as err:
-                    raise ActionBatchError(index, action.name, _hyper_message(err)) from None
+                    raise ActionBatchError(index, action.kind, _hyper_message(err)) from None
             counts.append(rows)
             if on_progress is not None:
                 on_progress(index + 1, len(actions))
@@ -167,12 +165,10 @@ class _Catalog:
 
 
 def _primary_keys(endpoint: Endpoint, path: str | Path) -> dict[tuple[str, str], tuple[str, ...]]:
-    """(schema, table) -> the columns of its ASSUMED PRIMARY KEY, for every table of the
-    file at `path`, read as the library reads keys, before the batch attaches the file."""
+    """(schema, table) -> the columns of its ASSUMED PRIMARY KEY, for the tables of the
+    file at `path` that have one, read before the batch attaches the file."""
     with Connection(endpoint, path) as connection:
-        catalog = Catalog(connection)
-        tables = catalog.tables()
-        return {_schema_and_name(t): catalog.keys(t).primary_key for t in tables}
+        return read_keys(connection).primary_keys
 
 
 def _schema_and_name(table: TableName) -> tuple[str, str]:
@@ -196,30 +192,32 @@ def _plan_or_raise(
     try:
         return _plan(action, target, payload)
     except _Refused as err:
-        raise ActionBatchError(index, action.name, str(err)) from None
+        raise ActionBatchError(index, action.kind, str(err)) from None
 
 
 def _plan(action: Action, target_catalog: _Catalog, payload: _Catalog | None) -> list[str]:
+    if action.kind not in FIELDS:
+        raise _Refused(f"'{action.kind}' is not an action this server applies.")
     target = target_catalog.table(action.target_schema, action.target_table)
-    if isinstance(action, Delete):
-        source = None
-        if action.source_table is not None:
-            source = _source(payload, action.source_schema, action.source_table)
-        _check_condition(action.condition, target, source)
-        return [_delete_sql(target, source, action.condition)]
-    if not isinstance(action, Insert | Replace | Update | Upsert):
-        raise _Refused(f"'{action.name}' is not an action this server applies.")
-    source = _source(payload, action.source_schema, action.source_table)
-    if isinstance(action, Insert):
+    source = None
+    if action.source_table is not None:
+        source = _source(payload, action.source_schema, action.source_table)
+    if action.kind == "delete":
+        condition = _needs_condition(action)
+        _check_condition(condition, target, source)
+        return [_delete_sql(target, source, condition)]
+    if source is None:
+        raise _Refused(f"'{action.kind}' needs a source-table.")
+    if action.kind == "insert":
         return [_insert_sql(target, source, _insert_columns(target, source, None))]
-    if isinstance(action, Replace):
+    if action.kind == "replace":
         _check_same_columns(target, source)
         everything = _insert_sql(target, source, list(_columns(source)))
         return [f"DELETE FROM {target.table_name}", everything]
-    condition = action.condition
+    condition = _needs_condition(action)
     _check_condition(condition, target, source)
     key = target_catalog.primary_key(target)
-    if isinstance(action, Update):
+    if action.kind == "update":
         return _update_sql(target, source, condition, key)
     insert_columns = _insert_columns(target, source, condition)
     matched = _sql(condition, target, source)
@@ -228,6 +226,12 @@ def _plan(action: Action, target_catalog: _Catalog, payload: _Catalog | None) ->
         *_update_sql(target, source, condition, key),
         _insert_sql(target, source, insert_columns, where),
     ]
+
+
+def _needs_condition(action: Action) -> Condition:
+    if action.condition is None:
+        raise _Refused(f"'{action.kind}' needs a condition.")
+    return action.condition
 
 
 def _source(payload: _Catalog | None, schema: str | None, table: str) -> TableDefinition:
@@ -241,7 +245,7 @@ def _check_condition(
     condition: Condition, target: TableDefinition, source: TableDefinition | None
 ) -> None:
     target_columns = _columns(target)
-    for predicate in predicates(condition):
+    for predicate in comparisons(condition):
         if predicate.target_col is not None and predicate.target_col not in target_columns:
             raise _Refused(
                 f"target-col '{predicate.target_col}' is not a column of {_show(target)}; "
@@ -264,7 +268,7 @@ def _check_condition(
 def _condition_source_columns(condition: Condition | None) -> set[str]:
     if condition is None:
         return set()
-    return {p.source_col for p in predicates(condition) if p.source_col is not None}
+    return {p.source_col for p in comparisons(condition) if p.source_col is not None}
 
 
 def _settable_columns(
@@ -362,10 +366,10 @@ def _update_sql(
 
 def _pinned_columns(condition: Condition) -> set[str]:
     """Target columns the condition requires to equal the source column of the same name."""
-    if isinstance(condition, And):
+    if isinstance(condition, Junction) and condition.op == "and":
         return set().union(*(_pinned_columns(arg) for arg in condition.args))
     if (
-        isinstance(condition, Predicate)
+        isinstance(condition, Comparison)
         and condition.op in ("eq", "is")
         and condition.target_col is not None
         and condition.target_col == condition.source_col
@@ -396,16 +400,16 @@ def _delete_sql(
 
 
 def _sql(condition: Condition, target: TableDefinition, source: TableDefinition | None) -> str:
-    if isinstance(condition, Always):
+    if isinstance(condition, Constant):
         return "TRUE" if condition.value else "FALSE"
-    if isinstance(condition, Predicate):
+    if isinstance(condition, Comparison):
         return _predicate_sql(condition, target, source)
-    joiner = " AND " if isinstance(condition, And) else " OR "
+    joiner = " AND " if condition.op == "and" else " OR "
     return "(" + joiner.join(_sql(arg, target, source) for arg in condition.args) + ")"
 
 
 def _predicate_sql(
-    predicate: Predicate, target: TableDefinition, source: TableDefinition | None
+    predicate: Comparison, target: TableDefinition, source: TableDefinition | None
 ) -> str:
     operands: list[tuple[str, SqlType]] = []
     if predicate.target_col is not None:
@@ -418,8 +422,9 @@ def _predicate_sql(
         )
     left, left_type = operands[0]
     const = predicate.const
-    if const is not None and const.v is None:
-        return f"{left} IS NULL" if predicate.op == "is" else f"{left} = NULL"
+    if const is not None and const.value is None:
+        # Only `is` matches NULL; any other comparison with NULL is NULL, true for no row.
+        return f"{left} IS NULL" if predicate.op == "is" else "CAST(NULL AS BOOLEAN)"
     right = operands[1][0] if const is None else _literal(const, left_type)
     if predicate.op == "is":
         return f"{left} IS NOT DISTINCT FROM {right}"
@@ -428,9 +433,9 @@ def _predicate_sql(
     return f"{left} {_COMPARE[predicate.op]} {right}"
 
 
-def _literal(const: Const, column_type: SqlType) -> str:
+def _literal(const: Literal, column_type: SqlType) -> str:
     """`const` as a SQL literal; a date-time matches the column it is compared with."""
-    value = const.v
+    value = const.value
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):

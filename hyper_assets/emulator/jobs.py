@@ -20,12 +20,12 @@ from pathlib import Path
 from tableauhyperapi import Endpoint
 
 from hyper_assets.emulator.apply import Progress, apply_batch
+from hyper_assets.emulator.batch import Action
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.store import Datasource
 from hyper_assets.emulator.wire import not_found, now
 from hyper_assets.errors import HyperAssetsError
-from hyper_assets.tableau.actions import Action
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,9 @@ refuses a file with several tables that are not one tree with 400000 and the mes
 users report (docs/publishing.md states the rule, and which parts of it are reports and
 which our reading). One table of any name is always taken.
 
-This is the server's side: it judges the file as it came, and does not share the
-client's code that builds the tree (`hyper_assets.tableau.model`).
+This is the server's side: it judges the file as it came, reading the keys with its own
+`hyper_assets.emulator.catalog`, and shares neither the client's code that builds the tree
+(`hyper_assets.tableau.model`) nor its catalog reading (`hyper_assets.tables`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tableauhyperapi import Connection, Endpoint, HyperException, TableName
+from tableauhyperapi import Connection, Endpoint, HyperException
 
+from hyper_assets.emulator.catalog import FileKeys, read_keys
 from hyper_assets.emulator.wire import bad_request
-from hyper_assets.errors import HyperFileError
-from hyper_assets.tables import Catalog, Keys
 
 #: The reply's detail, as users report it from Tableau Server and Tableau Cloud.
 REFUSAL = (
@@ -35,25 +35,24 @@ def check_model(endpoint: Endpoint, path: Path, name: str) -> None:
     """
     try:
         with Connection(endpoint, path) as connection:
-            catalog = Catalog(connection)
-            keys = {table: catalog.keys(table) for table in catalog.tables()}
-    except (HyperException, HyperFileError):  # Catalog maps Hyper's errors to ours
+            keys = read_keys(connection)
+    except HyperException:
         return
-    if len(keys) > 1 and not is_one_tree(keys):
+    if len(keys.tables) > 1 and not is_one_tree(keys):
         raise bad_request(REFUSAL)
 
 
-def is_one_tree(keys: dict[TableName, Keys]) -> bool:
+def is_one_tree(keys: FileKeys) -> bool:
     """One fact (a table no key of the file references); every other table referenced by
     one key of the file, and reached from the fact."""
+    tables = set(keys.tables)
     references = [
-        (table, fk.ref_table)
-        for table, table_keys in keys.items()
-        for fk in table_keys.foreign_keys
-        if fk.ref_table in keys and fk.ref_table != table
+        (table, dimension)
+        for table, dimension in keys.references
+        if dimension in tables and dimension != table
     ]
     incoming = Counter(dimension for _, dimension in references)
-    facts = [table for table in keys if not incoming[table]]
+    facts = [table for table in keys.tables if not incoming[table]]
     if len(facts) != 1 or any(count > 1 for count in incoming.values()):
         return False
     reached, frontier = {facts[0]}, [facts[0]]
@@ -63,4 +62,4 @@ def is_one_tree(keys: dict[TableName, Keys]) -> bool:
             if source == table and dimension not in reached:
                 reached.add(dimension)
                 frontier.append(dimension)
-    return reached == set(keys)
+    return reached == tables

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from hyper_assets.emulator.errors import RestApiError
-from hyper_assets.tableau.connected_app import (
-    AUDIENCE,
-    MAX_LIFETIME_SECONDS,
-    signature,
-    unb64url,
-)
+from hyper_assets.emulator.jwt_verify import ConnectedApp, refusal, verify_jwt
 
 
 @dataclass(frozen=True)
@@ -36,15 +29,6 @@ class Session:
         return bool({scope, wildcard} & self.scopes)
 
 
-@dataclass(frozen=True)
-class ConnectedApp:
-    """A connected app with direct trust: its client id and one secret (id and value)."""
-
-    client_id: str
-    secret_id: str
-    secret_value: str
-
-
 class Sessions:
     """Checks sign-ins; one live session per personal access token, as on Tableau Server."""
 
@@ -52,50 +36,27 @@ class Sessions:
         self.tokens = dict(tokens)
         self.apps = {app.client_id: app for app in apps}
         self._live: dict[str, Session] = {}
+        self._used_jwt_ids: dict[str, float] = {}  # jti -> exp, until it has expired
         self._lock = threading.Lock()
 
     def sign_in_jwt(self, jwt: str, site_id: str) -> Session:
-        """A session for a Connected App JWT: signature, expiry, audience and claims checked."""
-        claims = self._verify(jwt)
+        """A session for a Connected App JWT (`verify_jwt`); a JWT is good for one sign-in."""
+        now = time.time()
+        claims = verify_jwt(jwt, self.apps, now)
         session = Session(
             secrets.token_urlsafe(24),
-            f"jwt:{claims['jti']}",
-            str(uuid.uuid5(uuid.NAMESPACE_URL, f"user/{claims['sub']}")),
+            f"jwt:{claims.jwt_id}",
+            str(uuid.uuid5(uuid.NAMESPACE_URL, f"user/{claims.subject}")),
             site_id,
-            frozenset(claims["scp"]),
+            claims.scopes,
         )
         with self._lock:
+            self._used_jwt_ids = {j: e for j, e in self._used_jwt_ids.items() if e > now}
+            if claims.jwt_id in self._used_jwt_ids:
+                raise refusal("was used before (jti); make a fresh one for every sign-in")
+            self._used_jwt_ids[claims.jwt_id] = claims.expires
             self._live[session.token] = session
         return session
-
-    def _verify(self, jwt: str) -> dict[str, Any]:
-        def refuse(why: str) -> RestApiError:
-            detail = f"Error signing in to Tableau Server: the connected app's JWT {why}."
-            return RestApiError(401, "401001", "Signin Error", detail)
-
-        try:
-            head, body, signed = jwt.split(".")
-            header, claims = (json.loads(unb64url(part)) for part in (head, body))
-        except ValueError:
-            raise refuse("is not a JWT (three base64url parts of JSON)") from None
-        app = self.apps.get(header.get("iss", ""))
-        if app is None or header.get("kid") != app.secret_id:
-            raise refuse("names an unknown connected app or secret (header iss and kid)")
-        if header.get("alg") != "HS256" or not secrets.compare_digest(
-            signed, signature(f"{head}.{body}", app.secret_value)
-        ):
-            raise refuse("signature does not verify with the secret (HS256)")
-        now, expires = time.time(), claims.get("exp")
-        if not isinstance(expires, int) or expires <= now:
-            raise refuse("has expired (exp); make a fresh one for every sign-in")
-        if expires > now + MAX_LIFETIME_SECONDS + 5:
-            raise refuse(f"expires more than {MAX_LIFETIME_SECONDS} seconds ahead")
-        if claims.get("aud") != AUDIENCE or claims.get("iss") != app.client_id:
-            raise refuse(f'has the wrong audience or issuer (aud must be "{AUDIENCE}")')
-        scopes = claims.get("scp")
-        if not claims.get("sub") or not claims.get("jti") or not isinstance(scopes, list):
-            raise refuse("lacks sub (the user), jti or scp (a list of scopes)")
-        return claims
 
     def sign_in(self, name: str | None, secret: str | None, site_id: str) -> Session:
         expected = self.tokens.get(name or "")

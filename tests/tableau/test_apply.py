@@ -1,7 +1,12 @@
-"""Every action and condition op applied to real `.hyper` files, with NULLs and non-ASCII names."""
+"""Every action and condition op applied to real `.hyper` files, with NULLs and non-ASCII names.
+
+Each batch travels as it would to a server: the client's JSON (`batch_to_json`), read by
+the emulator's own parser (`hyper_assets.emulator.batch`), applied by the emulator.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +23,7 @@ from tableauhyperapi import (
 )
 
 from hyper_assets.emulator.apply import apply_batch
+from hyper_assets.emulator.batch import parse_batch
 from hyper_assets.emulator.errors import ActionBatchError
 from hyper_assets.process import HyperSettings, SharedHyper
 from hyper_assets.tableau.actions import (
@@ -40,6 +46,7 @@ from hyper_assets.tableau.actions import (
     Replace,
     Update,
     Upsert,
+    batch_to_json,
 )
 
 Column = TableDefinition.Column
@@ -84,7 +91,8 @@ def ids(hyper_files: Any, path: Path) -> list[int]:
 
 
 def run(hyper: Any, target: Path, source: Path | None, *actions: Action) -> list[int]:
-    return apply_batch(hyper.endpoint, target, source, list(actions))
+    sent = json.loads(json.dumps(batch_to_json(actions)))
+    return apply_batch(hyper.endpoint, target, source, parse_batch(sent))
 
 
 def at(moment: str) -> Const:
