@@ -5,7 +5,9 @@ As httpx maps its transport's errors, code that talks to Hyper runs inside
 `HyperFileError` that says what happened (the table or file missing, the file locked or
 corrupt), naming the file and the table, with Hyper's words quoted. Boundaries nest:
 the catalog knows the table, `HyperResource.open` the file, and an error mapped inside
-gets the file filled in on its way out.
+gets the file filled in on its way out. A load into a table (`ingest.write_table`) runs
+inside `load_errors`, which tells the data's faults from the file's; and `is_locked`
+and `is_unreachable` read the messages others retry on.
 """
 
 from __future__ import annotations
@@ -21,8 +23,13 @@ from hyper_assets._sql import table_label
 from hyper_assets.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
+    HyperAssetsError,
     HyperFileError,
+    IngestError,
+    InvalidGeographyError,
+    NullInNotNullColumnError,
     TableNotFoundError,
+    UnsupportedTypeError,
 )
 
 _LOCKED = "locked by another process"
@@ -31,6 +38,11 @@ _LOCKED = "locked by another process"
 def is_locked(error: HyperException) -> bool:
     """Whether Hyper refused the file because another process has it open."""
     return _LOCKED in str(error)
+
+
+def is_unreachable(error: HyperException) -> bool:
+    """Whether nothing accepts a connection at the hyperd's endpoint (it died)."""
+    return "Could not connect to the Hyper server" in str(error)
 
 
 _MISSING = re.compile(r"\b(table|schema)\b[^:]* does not exist|the database does not exist")
@@ -102,6 +114,37 @@ def hyper_errors(
         if error.file is None and file is not None:
             error.file = _text(file)
         raise
+
+
+@contextmanager
+def load_errors(table: TableName) -> Iterator[None]:
+    """Runs a load into `table`; a `HyperException` leaves it as the error that says
+    whose fault it is: `NullInNotNullColumnError` (a NULL for a NOT NULL column) and
+    `InvalidGeographyError` (a value that is not well-known text), which the loader names
+    the culprits of; `UnsupportedTypeError` (the file's format version older than a
+    column's type needs); else `as_error` (an `IngestError`, or what Hyper's words say).
+    Each says that the table's rows are unchanged."""
+    try:
+        yield
+    except HyperException as error:
+        raise _load_error(error, table) from error
+
+
+def _load_error(error: HyperException, table: TableName) -> HyperAssetsError:
+    text = str(error)
+    unloaded = as_error(error, table=table, otherwise=IngestError, advice="Its rows are unchanged.")
+    if "non-NULL value required" in text:
+        return NullInNotNullColumnError(str(unloaded))
+    if "invalid geography" in text:
+        return InvalidGeographyError(str(unloaded))
+    if "128-bit numerics" in text or "32-bit floating" in text.lower():
+        return UnsupportedTypeError(
+            f"{table_label(table)}: the existing .hyper file has an older format version than "
+            "these columns need, and a file keeps the version it was created with. Upgrade it "
+            "with hyper_assets.upgrade_database(path, version=...) (HyperIOManager does so "
+            f"itself), or narrow the columns. Hyper said: {text.strip()}"
+        )
+    return unloaded
 
 
 def _text(file: str | Path | None) -> str | None:

@@ -35,7 +35,7 @@ HyperAssetsError
 ├── TableauError                    talking to Tableau Server / Cloud
 │   ├── TableauConnectionError      no answer after every retry
 │   ├── TableauRequestError         an error reply: status, Tableau's code, summary, detail
-│   │   ├── UnexpectedReplyError    a reply the client cannot read (HTML, empty, ...)
+│   │   ├── UnexpectedReplyError    a reply the client cannot read (HTML, empty, undecodable)
 │   │   ├── TableauSignInError      401
 │   │   ├── DataSourceExistsError   403007
 │   │   └── PayloadTooLargeError    413
@@ -259,11 +259,15 @@ class TableauRequestError(TableauError):
 
 
 class UnexpectedReplyError(TableauRequestError):
-    """A reply the client cannot read (HTML, empty, wrong shape); `url`, first bytes kept."""
+    """A reply the client cannot read (HTML, empty, wrong shape, a body that does not
+    decode); `url`, first bytes kept (None when the body could not be read)."""
 
-    def __init__(self, status: int, url: str, body: bytes, *, call: str, problem: str):
-        start = body[:200].decode("utf-8", "replace")
-        detail = f"{problem}; {url} answered {status} with {start!r}"
+    def __init__(
+        self, status: int, url: str, body: bytes | None, *, call: str, problem: str
+    ) -> None:
+        start = None if body is None else body[:200].decode("utf-8", "replace")
+        said = "" if start is None else f" with {start!r}"
+        detail = f"{problem}; {url} answered {status}{said}"
         hint = "Check server_url and the site: a proxy or a login page may have answered."
         super().__init__(status, str(status), "Unexpected reply", detail, call=call, hint=hint)
         self.url = url

@@ -45,7 +45,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
-from hyper_assets._hyper_errors import as_error
+from hyper_assets._hyper_errors import load_errors
 from hyper_assets._sql import count_rows, transaction
 from hyper_assets.errors import (
     ConfigurationError,
@@ -54,7 +54,6 @@ from hyper_assets.errors import (
     NullInNotNullColumnError,
     PrimaryKeyError,
     SchemaMismatchError,
-    UnsupportedTypeError,
 )
 from hyper_assets.geography import as_text, invalid_value, is_geography
 from hyper_assets.partitions import Window
@@ -166,28 +165,6 @@ def _outside_window(write: Write, outside: int, rows: int) -> SchemaMismatchErro
     )
 
 
-def _explain(
-    connection: Connection, error: HyperException, write: Write, files: Sequence[Path]
-) -> Exception:
-    """Turns Hyper's message into an error that names the table and says what to do."""
-    label, text = table_label(write.table), str(error)
-    unloaded = as_error(
-        error, table=write.table, otherwise=IngestError, advice="Its rows are unchanged."
-    )
-    if "non-NULL value required" in text:
-        return _null_error(connection, write, files)
-    if "invalid geography" in text:
-        return _geography_error(connection, write, files) or unloaded
-    if "128-bit numerics" in text or "32-bit floating" in text.lower():
-        return UnsupportedTypeError(
-            f"{label}: the existing .hyper file has an older format version than these "
-            "columns need, and a file keeps the version it was created with. Upgrade it "
-            "with hyper_assets.upgrade_database(path, version=...) (HyperIOManager does "
-            f"so itself), or narrow the columns. Hyper said: {text.strip()}"
-        )
-    return unloaded
-
-
 def _null_error(
     connection: Connection, write: Write, files: Sequence[Path]
 ) -> NullInNotNullColumnError:
@@ -271,9 +248,15 @@ def write_table(
     write = replace(write, keys=keys)
     with pending.declaring(write.table, postponed) as recorded:
         try:
-            loaded, deleted = _write(connection, catalog, write, staged)
-        except HyperException as error:
-            raise _explain(connection, error, write, staged.files) from error
+            with load_errors(write.table):
+                loaded, deleted = _write(connection, catalog, write, staged)
+        except NullInNotNullColumnError as error:
+            raise _null_error(connection, write, staged.files) from error
+        except InvalidGeographyError as error:
+            named = _geography_error(connection, write, staged.files)
+            if named is None:
+                raise
+            raise named from error
     notes += add_pending_keys(catalog, recorded, write.table)
     return WriteResult(loaded, deleted, time.perf_counter() - started, tuple(notes))
 

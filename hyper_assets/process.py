@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tableauhyperapi import Connection, Endpoint, HyperException, HyperProcess, Telemetry
 
+from hyper_assets._hyper_errors import is_unreachable
 from hyper_assets.errors import HyperStartError
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def _answers(process: HyperProcess) -> bool:
     try:
         Connection(process.endpoint).close()
     except HyperException as error:
-        return "Could not connect to the Hyper server" not in str(error)
+        return not is_unreachable(error)
     return True
 
 

@@ -39,18 +39,13 @@ from dagster import (
     materialize,
 )
 from dagster_pyspark import PySparkResource
+from helpers import free_port
 from pyspark.sql import DataFrame
 
 from hyper_assets import HyperIOManager
 
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT = 180.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _listening(port: int) -> bool:

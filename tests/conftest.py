@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,8 @@ def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     It holds the landed files, flights.hyper, the emulator's copy and the Dagster instance
     with every run; the demo's terminal output is in `demo.out`. Copy it before changing it.
     """
-    from dagster_ui import free_port, run_demo
+    from dagster_ui import run_demo
+    from helpers import free_port
 
     return run_demo(tmp_path_factory.mktemp("demo") / "data", free_port())
 
@@ -116,3 +118,41 @@ def records() -> Iterator[list[logging.LogRecord]]:
     yield found
     logger.removeHandler(handler)
     logger.setLevel(level)
+
+
+@pytest.fixture(scope="module")
+def moto_s3() -> Iterator[str]:
+    """moto's S3 server on loopback, reached through the standard AWS environment."""
+    from object_stores import moto_server
+
+    with moto_server() as (host, port):
+        endpoint = f"http://{host}:{port}"
+        saved = dict(os.environ)
+        os.environ.update(
+            AWS_ENDPOINT_URL=endpoint,
+            AWS_ACCESS_KEY_ID="test",
+            AWS_SECRET_ACCESS_KEY="test-secret",
+            AWS_REGION="us-east-1",
+        )
+        yield endpoint
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture
+def bucket(moto_s3: str) -> str:
+    """A new, empty bucket of `moto_s3`."""
+    import boto3
+
+    name = f"home-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto_s3).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(scope="module")
+def namespaces() -> None:
+    """Skips the module's tests that run steps in private mount namespaces, but as root."""
+    from cluster import can_unshare
+
+    if not can_unshare():
+        pytest.skip("a private mount namespace needs root (unshare -m); CI runs as root")

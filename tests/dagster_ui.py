@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,10 @@ from typing import Any, TypeVar
 import httpx
 import psutil
 import pytest
+from helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_demo(data: Path, emulator_port: int) -> Path:

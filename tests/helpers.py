@@ -1,17 +1,56 @@
-"""Small helpers the tests share: read a .hyper file back through a real hyperd."""
+"""The helpers the tests share (their fixtures are in conftest.py): read a .hyper file
+back through a real hyperd, an IO manager, a free port, an object-store home's pieces."""
 
 from __future__ import annotations
 
+import hashlib
+import socket
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from tableauhyperapi import Connection, CreateMode, HyperException, TableName, escape_name
 
-from hyper_assets import staging
+from hyper_assets import HyperIOManager, HyperResource, staging
+from hyper_assets.generations import Generations, WorkingCopy
+from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
 from hyper_assets.process import SharedHyper
+from hyper_assets.stores import StoreHome
+
+if TYPE_CHECKING:
+    import tableauserverclient as TSC
+    from pyspark.sql import DataFrame
+
+
+def io(database: Path, **hyper: Any) -> HyperIOManager:
+    """An IO manager of `database`, its hyperd's logs and its staging beside the file;
+    `hyper` are `HyperResource` settings."""
+    return HyperIOManager(
+        database=str(database),
+        hyper=HyperResource(log_dir=str(database.parent / "logs"), **hyper),
+        staging_dir=str(database.parent / "staging"),
+    )
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on (as of now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes: whether it changed at all."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def arrow(rows: list[tuple[Any, ...]], names: list[str]) -> pa.Table:
+    """An Arrow table of `rows`, its columns named `names`."""
+    return pa.table([pa.array(c) for c in zip(*rows, strict=True)], names=names)
 
 
 def query(hyper: SharedHyper, database: Path, sql: str, wait: float = 20.0) -> list[list]:
@@ -111,3 +150,84 @@ def staged_row_counts() -> Iterator[list[list[Path]]]:
     finally:
         for module in callers:
             module.staged_row_count = count
+
+
+def tsc_publish(server: TSC.Server, path: Path, name: str, mode: str = "CreateNew") -> Any:
+    """Publishes `path` as `name` into the Default project with tableauserverclient."""
+    import tableauserverclient as TSC
+
+    projects, _ = server.projects.get()
+    default = next(p for p in projects if p.name == "Default")
+    return server.datasources.publish(TSC.DatasourceItem(default.id, name=name), path, mode)
+
+
+# --- an object-store home --------------------------------------------------------------------
+
+
+def store_home(bucket: str) -> StoreHome:
+    home = parse_home(f"s3://{bucket}/extracts/shop.hyper")
+    assert isinstance(home, StoreHome)
+    return home
+
+
+def working_copy(directory: Path, **files: bytes) -> WorkingCopy:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, body in files.items():
+        path = directory / name.replace("__", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+    return WorkingCopy(directory, "shop.hyper")
+
+
+def contents(working: WorkingCopy) -> dict[str, bytes]:
+    return {name: path.read_bytes() for name, path in working.files()}
+
+
+def home_rows(hyper: SharedHyper, uri: str, scratch: Path, sql: str) -> list[list[Any]]:
+    """Rows of `sql` in the current generation of the home `uri`, downloaded into `scratch`."""
+    reader = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(scratch)))
+    with reader.reading() as database:
+        return query(hyper, database, sql)
+
+
+def generation(uri: str) -> int:
+    """The number of the home's current generation; 0 before its first commit."""
+    home = HyperDatabase(database=uri).home
+    current = Generations(home.connect(), home.uri, home.name).current()
+    return current.number if current else 0
+
+
+# --- every Spark atomic type (test_types.py, and through Spark Connect) ------------------
+
+ROWS_SQL = """
+SELECT * FROM VALUES
+  (CAST(-128 AS TINYINT), CAST(-32768 AS SMALLINT), -2147483648, -9223372036854775808L,
+   CAST(1.5 AS FLOAT), CAST(-1.7976931348623157E308 AS DOUBLE),
+   CAST('-99999999999999999999999999999999.999999' AS DECIMAL(38, 6)),
+   CAST('-9999999999999999.99' AS DECIMAL(18, 2)),
+   'Grüße, 東京 🚀', X'00FF', true, DATE'0001-01-01',
+   TIMESTAMP'0001-01-03 00:00:00', TIMESTAMP_NTZ'0001-01-01 00:00:00',
+   INTERVAL '1 02:03:04.5' DAY TO SECOND, INTERVAL '1-2' YEAR TO MONTH, 'x'),
+  (CAST(127 AS TINYINT), CAST(32767 AS SMALLINT), 2147483647, 9223372036854775807L,
+   CAST(-0.25 AS FLOAT), CAST(4.9E-324 AS DOUBLE),
+   CAST('99999999999999999999999999999999.999999' AS DECIMAL(38, 6)),
+   CAST('9999999999999999.99' AS DECIMAL(18, 2)),
+   '', X'', false, DATE'9999-12-31',
+   TIMESTAMP'2024-03-10 02:30:00', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999',
+   INTERVAL '-3 00:00:00' DAY TO SECOND, INTERVAL '-0-7' YEAR TO MONTH, 'yz'),
+  (NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+   NULL, NULL, NULL)
+AS t(b, s, i, l, f, d, dec38, dec18, str, bin, bo, dt, ts, ts_ntz, dti, ymi, vc)
+"""
+
+
+def as_text(df: DataFrame) -> list[tuple]:
+    """Rows as Spark shows them (PySpark cannot collect every type, e.g. year-month intervals)."""
+    from pyspark.sql import functions as F
+
+    shown = [
+        F.hex(c).alias(c) if t == "binary" else F.col(c).cast("string").alias(c)
+        for c, t in df.dtypes
+        if c not in ("nothing", "vc", "ch")
+    ]
+    return [tuple(r) for r in df.orderBy("row").select(*shown).collect()]

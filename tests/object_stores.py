@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from email.utils import formatdate
 from pathlib import Path
 
+from helpers import free_port
+
 
 @contextmanager
 def moto_server() -> Iterator[tuple[str, int]]:
@@ -40,12 +42,6 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def azurite_version() -> str | None:

@@ -19,10 +19,9 @@ from typing import Any
 
 from dagster import AssetIn, DailyPartitionsDefinition, asset, materialize
 from dagster_pyspark import PySparkResource
-from helpers import staged_row_counts
+from helpers import ROWS_SQL, as_text, staged_row_counts
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from test_types import ROWS_SQL, as_text
 
 from hyper_assets import HyperIOManager, HyperResource
 
@@ -73,7 +72,7 @@ def summary(items: DataFrame) -> DataFrame:
 
 @asset
 def typed(pyspark: PySparkResource) -> DataFrame:
-    """Every Spark atomic type, with NULLs and extremes (test_types.ROWS_SQL)."""
+    """Every Spark atomic type, with NULLs and extremes (helpers.ROWS_SQL)."""
     frame = pyspark.spark_session.sql(ROWS_SQL)
     return frame.withColumn("row", F.monotonically_increasing_id()).coalesce(1)
 

@@ -2,7 +2,6 @@
 that leave the original as it was."""
 
 import contextlib
-import hashlib
 import os
 import shutil
 import signal
@@ -19,6 +18,7 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import digest
 from tableauhyperapi import Connection, CreateMode, HyperException, escape_name
 
 from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource
@@ -161,10 +161,6 @@ def assert_same_tables(hyper: SharedHyper, a: Path, b: Path) -> None:
                 f"UNION ALL (SELECT * FROM {right} EXCEPT ALL SELECT * FROM {left})) AS d"
             )
             assert (counts[0], differ) == (counts[1], 0), name
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def version_of(hyper: SharedHyper, path: Path) -> int:

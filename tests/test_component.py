@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, Definitions, EnvVar, load_from_defs_folder
 from dagster.components.core.component_tree import ComponentTree
+from helpers import query
 from tableauhyperapi import Connection, TableName, TypeTag
 
 from hyper_assets import (
@@ -37,7 +38,6 @@ from hyper_assets import (
 from hyper_assets.emulator import Emulator
 from hyper_assets.process import SharedHyper
 from hyper_assets.spec import TableSpec
-from tests.helpers import query
 
 BIN = Path(sys.executable).parent
 IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})

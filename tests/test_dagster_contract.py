@@ -25,21 +25,13 @@ from dagster import (
     materialize,
     op,
 )
-from helpers import query, staged_row_counts, table_rows
+from helpers import io, query, staged_row_counts, table_rows
 from pyspark.sql import DataFrame
 
-from hyper_assets import HyperIOManager, HyperResource, OutputError
+from hyper_assets import OutputError
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
 EARLIER_DAY = TimeWindowPartitionMapping(start_offset=-1, end_offset=-1)
-
-
-def io(database: Path) -> HyperIOManager:
-    return HyperIOManager(
-        database=str(database),
-        hyper=HyperResource(log_dir=str(database.parent / "logs")),
-        staging_dir=str(database.parent / "staging"),
-    )
 
 
 @pytest.fixture

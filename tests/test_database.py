@@ -16,7 +16,6 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from helpers import query
-from test_home import bucket, moto_s3  # noqa: F401 (fixtures)
 
 from hyper_assets import (
     ConfigurationError,
@@ -281,8 +280,8 @@ def test_a_lost_extract_is_noticed_not_refilled_silently(tmp_path: Path, hyper: 
 
 def test_the_identity_travels_with_a_store_home_and_a_lost_one_is_noticed(
     tmp_path: Path,
-    moto_s3: str,  # noqa: F811 (the fixture)
-    bucket: str,  # noqa: F811 (the fixture)
+    moto_s3: str,
+    bucket: str,
 ):
     """Each run in a new container (an empty working copy) reads the identity from the
     home's current generation; once the home's objects are gone, a write refuses."""

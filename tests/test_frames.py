@@ -8,16 +8,14 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest
 from dagster import AssetIn, DailyPartitionsDefinition, asset, materialize
-from helpers import query, table_rows
+from helpers import io, query, table_rows
 
-from hyper_assets import HyperIOManager, HyperResource
 from hyper_assets.frames import BATCH_ROWS
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
@@ -29,14 +27,6 @@ ROWS = [
     (3, "c", None, None),
 ]
 NAMES = ["id", "name", "amount", "day"]
-
-
-def io(database: Path) -> HyperIOManager:
-    return HyperIOManager(
-        database=str(database),
-        hyper=HyperResource(log_dir=str(database.parent / "logs")),
-        staging_dir=str(database.parent / "staging"),
-    )
 
 
 def arrow_rows() -> pa.Table:

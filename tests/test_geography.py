@@ -8,10 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from dagster import StaticPartitionsDefinition, asset, materialize
-from helpers import query
+from helpers import io, query
 from tableauhyperapi import Connection, TableName, TypeTag
 
-from hyper_assets import ConfigurationError, HyperIOManager, HyperResource, InvalidGeographyError
+from hyper_assets import ConfigurationError, InvalidGeographyError
 
 AIRPORTS = {
     "faa": ["JFK", "LGA", "XXX"],
@@ -19,14 +19,6 @@ AIRPORTS = {
 }
 SITES = StaticPartitionsDefinition(["ny", "nj"])
 GEO = {"geography_columns": ["location"], "partition_expr": "site"}
-
-
-def io(database: Path) -> HyperIOManager:
-    return HyperIOManager(
-        database=str(database),
-        hyper=HyperResource(log_dir=str(database.parent / "logs")),
-        staging_dir=str(database.parent / "staging"),
-    )
 
 
 def airports(rows: dict[str, list], metadata: dict | None = None):

@@ -11,20 +11,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-import boto3
 import dagster as dg
 import pyarrow as pa
 import pytest
-from cluster import REPOSITORY, can_unshare, private_mounts
+from cluster import REPOSITORY, private_mounts
 from dagster import DailyPartitionsDefinition, asset, materialize
-from helpers import query
-from object_stores import moto_server
+from helpers import contents, generation, home_rows, query, store_home, working_copy
 
 from hyper_assets import (
     HyperIOManager,
@@ -48,51 +44,7 @@ from hyper_assets.generations import Generations, WorkingCopy
 from hyper_assets.home import HomeSettings, HyperDatabase, parse_home, relative_to
 from hyper_assets.lease import Lease
 from hyper_assets.outbox import Outbox
-from hyper_assets.stores import S3Home, StoreHome
-
-
-@pytest.fixture(scope="module")
-def moto_s3() -> Iterator[str]:
-    """moto's S3 server on loopback, reached through the standard AWS environment."""
-    with moto_server() as (host, port):
-        endpoint = f"http://{host}:{port}"
-        saved = dict(os.environ)
-        os.environ.update(
-            AWS_ENDPOINT_URL=endpoint,
-            AWS_ACCESS_KEY_ID="test",
-            AWS_SECRET_ACCESS_KEY="test-secret",
-            AWS_REGION="us-east-1",
-        )
-        yield endpoint
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-@pytest.fixture
-def bucket(moto_s3: str) -> str:
-    name = f"home-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=moto_s3).create_bucket(Bucket=name)
-    return name
-
-
-def store_home(bucket: str) -> StoreHome:
-    home = parse_home(f"s3://{bucket}/extracts/shop.hyper")
-    assert isinstance(home, StoreHome)
-    return home
-
-
-def working_copy(directory: Path, **files: bytes) -> WorkingCopy:
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, body in files.items():
-        path = directory / name.replace("__", "/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
-    return WorkingCopy(directory, "shop.hyper")
-
-
-def contents(working: WorkingCopy) -> dict[str, bytes]:
-    return {name: path.read_bytes() for name, path in working.files()}
-
+from hyper_assets.stores import S3Home
 
 # --- where the file lives --------------------------------------------------------------------
 
@@ -306,7 +258,10 @@ def test_compact_rewrites_the_current_generation_of_a_store_home(bucket, tmp_pat
     result = compact(HyperResource(), uri)  # a working copy of its own, downloaded cold
     assert result.before_bytes > 0 and generation(uri) == 3
     counts = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
-    assert rows(hyper, uri, tmp_path / "read", counts) == [["2024-01-01", 3], ["2024-01-02", 3]]
+    assert home_rows(hyper, uri, tmp_path / "read", counts) == [
+        ["2024-01-01", 3],
+        ["2024-01-02", 3],
+    ]
     assert not list(Path.cwd().glob("s3:*"))
 
 
@@ -352,7 +307,10 @@ def test_publish_and_checks_follow_the_home(bucket, tmp_path, hyper):
             ["2024-01-01", 3],
             ["2024-01-02", 3],
         ]
-        assert rows(hyper, uri, tmp_path / "read", counts) == [["2024-01-01", 3], ["2024-01-02", 3]]
+        assert home_rows(hyper, uri, tmp_path / "read", counts) == [
+            ["2024-01-01", 3],
+            ["2024-01-02", 3],
+        ]
 
 
 # --- steps that share no disk ----------------------------------------------------------------
@@ -363,12 +321,6 @@ def test_publish_and_checks_follow_the_home(bucket, tmp_path, hyper):
 
 JOB = Path(__file__).with_name("home_job.py")
 LEASE_SECONDS = 3.0
-
-
-@pytest.fixture(scope="module")
-def namespaces() -> None:
-    if not can_unshare():
-        pytest.skip("a private mount namespace needs root (unshare -m); CI runs as root")
 
 
 class Step:
@@ -432,19 +384,7 @@ def home_uri(bucket: str, namespaces: None) -> str:
     return f"s3://{bucket}/team/shop.hyper"
 
 
-def rows(hyper, uri: str, scratch: Path, sql: str) -> list[list[Any]]:
-    reader = HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(scratch)))
-    with reader.reading() as database:
-        return query(hyper, database, sql)
-
-
 LABELS = 'SELECT CAST(day AS TEXT), label, COUNT(*) FROM "Extract"."sales" GROUP BY 1, 2 ORDER BY 1'
-
-
-def generation(uri: str) -> int:
-    home = HyperDatabase(database=uri).home
-    current = Generations(home.connect(), home.uri, home.name).current()
-    return current.number if current else 0
 
 
 @pytest.mark.slow
@@ -452,12 +392,12 @@ def test_runs_one_after_another_each_cold(hyper, home_uri, tmp_path):
     assert run(home_uri, "write", "2024-01-01", "first") == {"success": True, "error": None}
     assert run(home_uri, "write", "2024-01-02", "second")["success"]
     assert run(home_uri, "summary")["success"]  # loads both days in a third namespace
-    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+    assert home_rows(hyper, home_uri, tmp_path / "read", LABELS) == [
         ["2024-01-01", "first", 1000],
         ["2024-01-02", "second", 1000],
     ]
     per_day = 'SELECT CAST(day AS TEXT), id_count FROM "Extract"."per_day" ORDER BY 1'
-    assert rows(hyper, home_uri, tmp_path / "read", per_day) == [
+    assert home_rows(hyper, home_uri, tmp_path / "read", per_day) == [
         ["2024-01-01", 1000],
         ["2024-01-02", 1000],
     ]
@@ -468,7 +408,7 @@ def test_runs_one_after_another_each_cold(hyper, home_uri, tmp_path):
 def test_two_writers_at_once_both_commit(hyper, home_uri, tmp_path):
     steps = [Step(home_uri, "write", f"2024-01-0{d}", f"writer{d}") for d in (1, 2)]
     assert [s.result()["success"] for s in steps] == [True, True]
-    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+    assert home_rows(hyper, home_uri, tmp_path / "read", LABELS) == [
         ["2024-01-01", "writer1", 1000],
         ["2024-01-02", "writer2", 1000],
     ]
@@ -485,10 +425,10 @@ def test_a_step_killed_during_upload_or_commit_leaves_the_previous_generation(
     killed.wait_for("PAUSED ")
     killed.kill()
     assert generation(home_uri) == 1
-    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-01", "kept", 1000]]
+    assert home_rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-01", "kept", 1000]]
     # The next step takes over the dead step's lease once it expired, and commits.
     assert run(home_uri, "write", "2024-01-03", "next")["success"]
-    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [
+    assert home_rows(hyper, home_uri, tmp_path / "read", LABELS) == [
         ["2024-01-01", "kept", 1000],
         ["2024-01-03", "next", 1000],
     ]
@@ -516,7 +456,7 @@ def test_a_stalled_writer_whose_lease_expired_cannot_commit(
     stalled.process.stdin.flush()
     outcome = stalled.result()
     assert not outcome["success"] and outcome["error"].startswith(refusal), outcome
-    assert rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-02", "other", 1000]]
+    assert home_rows(hyper, home_uri, tmp_path / "read", LABELS) == [["2024-01-02", "other", 1000]]
     assert generation(home_uri) == 1
 
 
@@ -535,7 +475,7 @@ def test_a_publish_from_another_namespace_sends_only_what_changed(hyper, home_ur
         third = run(home_uri, "publish", tableau=emulator.url)
         assert (third["publish"], third["rows_sent"]) == ("none", 0), third
         remote = query(hyper, emulator.data_dir / "Shop.hyper", LABELS)
-    assert remote == rows(hyper, home_uri, tmp_path / "read", LABELS)
+    assert remote == home_rows(hyper, home_uri, tmp_path / "read", LABELS)
     assert remote == [["2024-01-01", "first", 1000], ["2024-01-02", "second", 1000]]
 
 
@@ -549,14 +489,14 @@ def test_a_check_in_its_own_namespace_reads_the_current_generation(hyper, home_u
 
     checked = run(home_uri, "check")
     assert checked["success"] and checked["passed"], checked
-    stored = rows(hyper, home_uri, tmp_path / "read", counts)
+    stored = home_rows(hyper, home_uri, tmp_path / "read", counts)
     assert [[checked["metadata"]["rows"], checked["metadata"]["null_rows"]]] == stored
     assert stored == [[2000, 0]]
 
     assert run(home_uri, "write", "2024-01-03", "NULL")["success"]
     checked = run(home_uri, "check")
     assert checked["success"] and not checked["passed"], checked
-    stored = rows(hyper, home_uri, tmp_path / "read", counts)
+    stored = home_rows(hyper, home_uri, tmp_path / "read", counts)
     assert [[checked["metadata"]["rows"], checked["metadata"]["null_rows"]]] == stored
     assert stored == [[3000, 1000]]
     assert generation(home_uri) == 3  # the checks committed nothing
@@ -589,5 +529,5 @@ def test_a_publish_killed_after_sending_resumes_from_another_namespace(hyper, ho
         again = run(home_uri, "publish", tableau=emulator.url)
         assert (again["publish"], again["rows_sent"]) == ("none", 0), again
         remote = query(hyper, emulator.data_dir / "Shop.hyper", EVENTS)
-    assert remote == rows(hyper, home_uri, tmp_path / "read", EVENTS)
+    assert remote == home_rows(hyper, home_uri, tmp_path / "read", EVENTS)
     assert remote == [["first", 1000], ["second", 1000]]

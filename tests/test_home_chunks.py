@@ -16,10 +16,8 @@ from pathlib import Path
 import boto3
 import pyarrow as pa
 import pytest
-import test_home
 from dagster import DailyPartitionsDefinition, asset, materialize
-from helpers import query
-from test_home import contents, store_home, working_copy
+from helpers import contents, query, store_home, working_copy
 
 from hyper_assets import HyperIOManager
 from hyper_assets.chunks import CHUNK_SIZE, Transfer, chunk_key
@@ -29,7 +27,6 @@ from hyper_assets.generations import Generations, WorkingCopy
 from hyper_assets.home import HomeSettings, HyperDatabase
 
 KEY = "extracts/shop.hyper"
-moto_s3, bucket = test_home.moto_s3, test_home.bucket  # its fixtures
 
 
 def random_bytes(size: int, seed: int) -> bytes:

@@ -16,10 +16,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-import test_home
 from dagster import AssetsDefinition, DailyPartitionsDefinition, asset, materialize
+from helpers import generation, home_rows, store_home, working_copy
 from object_stores import StoreProxy
-from test_home import generation, rows, store_home, working_copy
 
 from hyper_assets import HyperIOManager
 from hyper_assets.collect import collect, collect_quietly
@@ -29,7 +28,6 @@ from hyper_assets.home import HomeSettings, HyperDatabase
 from hyper_assets.lease import Lease
 from hyper_assets.stores import S3Settings
 
-moto_s3, bucket = test_home.moto_s3, test_home.bucket  # its fixtures
 KEY = "extracts/shop.hyper"
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 SALES = 'SELECT CAST(day AS TEXT), COUNT(*) FROM "Extract"."sales" GROUP BY 1 ORDER BY 1'
@@ -109,7 +107,7 @@ def test_a_collector_stalled_before_its_delete_spares_a_later_generations_chunks
         proxy.heal()
         assert collecting.result(60).deleted_objects == 1  # generation 1's chunk
     assert generation(home.uri) == 3
-    assert rows(hyper, home.uri, tmp_path / "read", SALES) == [["2024-01-01", 3]]
+    assert home_rows(hyper, home.uri, tmp_path / "read", SALES) == [["2024-01-01", 3]]
 
 
 def test_a_commit_whose_reply_was_lost_is_reported_committed(bucket, proxy, tmp_path, hyper):
@@ -120,7 +118,7 @@ def test_a_commit_whose_reply_was_lost_is_reported_committed(bucket, proxy, tmp_
     proxy.lose_reply(is_manifest)
     assert append(uri, "lost", through(proxy, working_dir=str(tmp_path / "lost")))
     assert proxy.reached.is_set() and generation(uri) == 2
-    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["lost", 3]]
+    assert home_rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["lost", 3]]
 
 
 def test_a_commit_whose_reply_was_lost_and_could_not_be_checked_may_be_committed(
@@ -140,7 +138,7 @@ def test_a_commit_whose_reply_was_lost_and_could_not_be_checked_may_be_committed
     assert "Do not run it again before checking" in str(unknown.value)
     assert "nothing was committed" not in str(unknown.value)
     assert generation(uri) == 2
-    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["unknown", 3]]
+    assert home_rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["unknown", 3]]
 
 
 def test_a_commit_the_store_refused_is_reported_refused(bucket, proxy, tmp_path, hyper):
@@ -152,7 +150,7 @@ def test_a_commit_the_store_refused_is_reported_refused(bucket, proxy, tmp_path,
     with pytest.raises(HomeStoreError, match="nothing was committed"):
         append(uri, "refused", through(proxy, working_dir=str(tmp_path / "refused")))
     assert proxy.reached.is_set() and generation(uri) == 1
-    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3]]
+    assert home_rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3]]
 
 
 def test_a_create_that_timed_out_is_sent_again(bucket, proxy, tmp_path, hyper):
@@ -167,7 +165,7 @@ def test_a_create_that_timed_out_is_sent_again(bucket, proxy, tmp_path, hyper):
     assert append(uri, "late", late)
     proxy.heal()
     assert proxy.reached.is_set() and generation(uri) == 2
-    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["late", 3]]
+    assert home_rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["late", 3]]
 
 
 def test_a_create_that_lands_after_the_check_is_never_reported_uncommitted(
@@ -188,7 +186,7 @@ def test_a_create_that_lands_after_the_check_is_never_reported_uncommitted(
     deadline = time.monotonic() + 30
     while generation(uri) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["late", 3]]
+    assert home_rows(hyper, uri, tmp_path / "read", EVENTS) == [["first", 3], ["late", 3]]
 
 
 def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy, tmp_path, hyper):
@@ -213,7 +211,7 @@ def test_a_commit_is_found_after_later_generations_were_collected(bucket, proxy,
         proxy.heal()
         assert cut_off.result(120)
     expected = [["cut off", 3], ["first", 3], ["second", 3], ["third", 3]]
-    assert rows(hyper, uri, tmp_path / "read", EVENTS) == expected
+    assert home_rows(hyper, uri, tmp_path / "read", EVENTS) == expected
 
     home = store_home(bucket)
     generations = Generations(home.connect(), home.uri, home.name)
@@ -244,7 +242,7 @@ def test_a_commit_found_after_its_lease_was_lost_warns_only_that_its_collection_
         proxy.heal()
         assert cut_off.result(120)
     expected = [["cut off", 3], ["first", 3], ["second", 3]]
-    assert rows(hyper, uri, tmp_path / "read", EVENTS) == expected
+    assert home_rows(hyper, uri, tmp_path / "read", EVENTS) == expected
     warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
     assert [w for w in warned if "the write's lease was lost" in w], warned
     assert not [w for w in warned if "Run it again" in w or "nothing of" in w], warned

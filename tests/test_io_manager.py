@@ -20,7 +20,7 @@ from dagster import (
     asset,
     materialize,
 )
-from helpers import query, staged_row_counts, table_rows
+from helpers import io, query, staged_row_counts, table_rows
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from tableauhyperapi import Connection, TableName
@@ -28,8 +28,6 @@ from tableauhyperapi import Connection, TableName
 from hyper_assets import (
     ConfigurationError,
     DataError,
-    HyperIOManager,
-    HyperResource,
     IngestError,
     NullInNotNullColumnError,
     PrimaryKeyError,
@@ -50,14 +48,6 @@ DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 @pytest.fixture
 def database(tmp_path: Path) -> Path:
     return tmp_path / "star.hyper"
-
-
-def io(database: Path, **kwargs) -> HyperIOManager:
-    return HyperIOManager(
-        database=str(database),
-        hyper=HyperResource(log_dir=str(database.parent / "logs"), **kwargs),
-        staging_dir=str(database.parent / "staging"),
-    )
 
 
 def run(assets, database: Path, **kwargs):

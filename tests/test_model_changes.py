@@ -7,23 +7,13 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 import pytest
-from helpers import query, table_rows
+from helpers import io, query, table_rows
 from tableauhyperapi import Connection
 
 from hyper_assets import (
-    HyperIOManager,
-    HyperResource,
     InvalidGeographyError,
     SchemaMismatchError,
 )
-
-
-def io(database: Path) -> HyperIOManager:
-    return HyperIOManager(
-        database=str(database),
-        hyper=HyperResource(log_dir=str(database.parent / "logs")),
-        staging_dir=str(database.parent / "staging"),
-    )
 
 
 def foreign_keys(hyper, database: Path) -> list[list]:

@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pytest
-from helpers import query, table_rows
+from helpers import arrow, query, table_rows
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets import (
@@ -37,10 +37,6 @@ FACT_ROWS = {"sales": [(1, 9.5), (2, 3.0)], "returns": [(2, 1.0)]}
 STORE_ROWS = [(1, "north"), (2, "south")]
 
 Frames = Callable[[list[tuple[Any, ...]], list[str]], Any]
-
-
-def arrow(rows: list[tuple[Any, ...]], names: list[str]) -> pa.Table:
-    return pa.table([pa.array(c) for c in zip(*rows, strict=True)], names=names)
 
 
 def spark_frames(spark: Any) -> Frames:
@@ -71,7 +67,8 @@ def star(frame: Frames = arrow) -> list[dg.AssetsDefinition]:
     return [stores_asset(frame), fact_asset("sales", frame), fact_asset("returns", frame)]
 
 
-def io(database: Path) -> HyperIOManager:
+def default_io(database: Path) -> HyperIOManager:
+    """An IO manager of `database` with every other setting at its default."""
     return HyperIOManager(database=str(database))
 
 
@@ -81,7 +78,7 @@ def run(
     """Materialises `assets`; the result and the warnings the run logged."""
     instance = dg.DagsterInstance.ephemeral()
     result = dg.materialize(
-        assets, resources={"io_manager": io(database)}, instance=instance, **kwargs
+        assets, resources={"io_manager": default_io(database)}, instance=instance, **kwargs
     )
     warnings = [
         r.user_message

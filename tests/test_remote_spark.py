@@ -19,19 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster import EXECUTOR_CONF, can_unshare, connect_server, standalone_cluster
-from helpers import query
+from cluster import EXECUTOR_CONF, connect_server, standalone_cluster
+from helpers import ROWS_SQL, as_text, query
 
 from hyper_assets.outbox import Outbox
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("namespaces")]
 HERE = Path(__file__).parent
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _namespaces() -> None:
-    if not can_unshare():
-        pytest.skip("a private mount namespace needs root (unshare -m); CI runs as root")
 
 
 @pytest.fixture(scope="module")
@@ -292,8 +286,6 @@ def test_classic_session_whose_executors_cannot_see_the_staging_directory(
 
 def test_every_spark_type_streams_and_loads_back(spark, hyper, remote, tmp_path):
     """The round trip of test_types, through the remote server: the same text, the same types."""
-    from test_types import ROWS_SQL, as_text
-
     database, out = tmp_path / "types.hyper", tmp_path / "back.json"
     written, loaded = run(remote, database, [["typed", {}], ["typed_back", {"out": str(out)}]])
     ok([written])

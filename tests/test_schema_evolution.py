@@ -10,25 +10,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from dagster import DailyPartitionsDefinition, asset, materialize
-from helpers import query, table_rows
+from helpers import io, query, table_rows
 
 from hyper_assets import (
     ConfigurationError,
-    HyperIOManager,
-    HyperResource,
     SchemaMismatchError,
 )
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 EVOLVING = {"partition_expr": "day", "schema_evolution": "add_columns"}
-
-
-def io(database: Path) -> HyperIOManager:
-    return HyperIOManager(
-        database=str(database),
-        hyper=HyperResource(log_dir=str(database.parent / "logs")),
-        staging_dir=str(database.parent / "staging"),
-    )
 
 
 def daily(columns: dict[str, list], metadata: dict | None = None):

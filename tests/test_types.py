@@ -7,46 +7,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from dagster import AssetIn, asset, materialize
-from helpers import query
+from helpers import ROWS_SQL, as_text, query
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from tableauhyperapi import SqlType
 
 from hyper_assets import HyperIOManager, HyperResource, UnsupportedTypeError
 from hyper_assets.types import columns_from_arrow, columns_from_spark
-
-ROWS_SQL = """
-SELECT * FROM VALUES
-  (CAST(-128 AS TINYINT), CAST(-32768 AS SMALLINT), -2147483648, -9223372036854775808L,
-   CAST(1.5 AS FLOAT), CAST(-1.7976931348623157E308 AS DOUBLE),
-   CAST('-99999999999999999999999999999999.999999' AS DECIMAL(38, 6)),
-   CAST('-9999999999999999.99' AS DECIMAL(18, 2)),
-   'Grüße, 東京 🚀', X'00FF', true, DATE'0001-01-01',
-   TIMESTAMP'0001-01-03 00:00:00', TIMESTAMP_NTZ'0001-01-01 00:00:00',
-   INTERVAL '1 02:03:04.5' DAY TO SECOND, INTERVAL '1-2' YEAR TO MONTH, 'x'),
-  (CAST(127 AS TINYINT), CAST(32767 AS SMALLINT), 2147483647, 9223372036854775807L,
-   CAST(-0.25 AS FLOAT), CAST(4.9E-324 AS DOUBLE),
-   CAST('99999999999999999999999999999999.999999' AS DECIMAL(38, 6)),
-   CAST('9999999999999999.99' AS DECIMAL(18, 2)),
-   '', X'', false, DATE'9999-12-31',
-   TIMESTAMP'2024-03-10 02:30:00', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999',
-   INTERVAL '-3 00:00:00' DAY TO SECOND, INTERVAL '-0-7' YEAR TO MONTH, 'yz'),
-  (NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-   NULL, NULL, NULL)
-AS t(b, s, i, l, f, d, dec38, dec18, str, bin, bo, dt, ts, ts_ntz, dti, ymi, vc)
-"""
-
-
-def as_text(df: DataFrame) -> list[tuple]:
-    """Rows as Spark shows them (PySpark cannot collect every type, e.g. year-month intervals)."""
-    from pyspark.sql import functions as F
-
-    shown = [
-        F.hex(c).alias(c) if t == "binary" else F.col(c).cast("string").alias(c)
-        for c, t in df.dtypes
-        if c not in ("nothing", "vc", "ch")
-    ]
-    return [tuple(r) for r in df.orderBy("row").select(*shown).collect()]
 
 
 def test_every_type_round_trips_with_wall_clock_timestamps(spark, hyper, tmp_path: Path):

@@ -3,12 +3,11 @@ row kept, under the database's lock; and the resource's version settings."""
 
 from __future__ import annotations
 
-import hashlib
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from helpers import query, table_rows
+from helpers import digest, query, table_rows
 from tableauhyperapi import Connection, CreateMode, HyperException, TableName
 
 from hyper_assets import (
@@ -27,10 +26,6 @@ from hyper_assets.upgrade import file_for_write
 def version_of(hyper: SharedHyper, database: Path) -> int:
     (row,) = query(hyper, database, "SELECT database_version FROM pg_catalog.hyper_database")
     return int(row[0])
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture

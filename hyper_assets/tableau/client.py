@@ -296,7 +296,7 @@ class TableauClient:
         params = {"includeExtract": "true"}
         reply = self._send("GET", segments, repeatable=True, stream=True, params=params)
         try:
-            with self._transport.reading(call):
+            with self._transport.reading(reply, call):
                 if not reply.is_success:
                     reply.read()
                     replies.parse(reply, call, lambda _: None)  # raises Tableau's error

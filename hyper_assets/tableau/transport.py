@@ -1,8 +1,12 @@
 """`Transport`: one HTTP request to Tableau, retried while repeating it is safe.
 
 The bottom layer of the client: it knows httpx and the retry policy, not Tableau's
-replies. httpx's errors end here as `TableauConnectionError`s; an HTTP reply, error or
-not, goes up to `replies.parse`.
+replies. httpx's errors end here: a `server_url` httpx cannot send to is a
+`ConfigurationError` when the transport is made; no answer (network, TLS, timeouts) is a
+`TableauConnectionError`; a reply whose body does not decode (its `Content-Encoding`
+lies) an `UnexpectedReplyError`; a request URL httpx refuses a `TableauError`. An HTTP
+reply, error or not, goes up to `replies.parse`. (httpx's other errors cannot arise here:
+redirects are not followed, and cookies and streams are not used so as to raise.)
 
 What is retried depends on whether repeating the request is safe:
 
@@ -28,7 +32,13 @@ from typing import Any
 
 import httpx
 
-from hyper_assets.errors import TableauConnectionError, TableauRequestError
+from hyper_assets.errors import (
+    ConfigurationError,
+    TableauConnectionError,
+    TableauError,
+    TableauRequestError,
+    UnexpectedReplyError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +77,7 @@ class Transport:
 
     def __init__(self, http: HttpSettings, policy: RetryPolicy) -> None:
         self.http = httpx.Client(
-            base_url=http.server_url,
+            base_url=checked_server_url(http.server_url),
             verify=http.verify_tls,
             timeout=httpx.Timeout(http.timeout_seconds, connect=http.connect_timeout_seconds),
             headers={"Accept": "application/json"},
@@ -81,8 +91,10 @@ class Transport:
         started, retry = time.monotonic(), 0
         while True:
             try:
-                request = self.http.build_request(method, url, **kwargs)
-                response = self.http.send(request, stream=stream)
+                request = self._request(method, url, **kwargs)
+                response = self.http.send(request, stream=True)
+                if not stream:
+                    _read(response, f"{method} {url}")
             except httpx.TransportError as err:
                 unsent = isinstance(err, UNSENT)
                 what = f"{method} {url} failed: {err!r}"
@@ -107,11 +119,14 @@ class Transport:
             retry += 1
 
     @contextmanager
-    def reading(self, what: str) -> Iterator[None]:
-        """Reading a streamed reply's body (`send(stream=True)`): httpx's errors in it are
-        `TableauConnectionError`s. Nothing is retried: the caller had the reply."""
+    def reading(self, response: httpx.Response, what: str) -> Iterator[None]:
+        """Reading the body of `response`, a streamed reply (`send(stream=True)`): httpx's
+        errors in it are `TableauConnectionError`s, a body that does not decode an
+        `UnexpectedReplyError`. Nothing is retried: the caller had the reply."""
         try:
             yield
+        except httpx.DecodingError as err:
+            raise _undecodable(response, what, err) from err
         except httpx.TransportError as err:
             raise TableauConnectionError(
                 f"Tableau server {self._host_port()}: {what} failed while reading the reply: "
@@ -121,6 +136,16 @@ class Transport:
 
     def close(self) -> None:
         self.http.close()
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Request:
+        """The request to send; a `TableauError` when httpx refuses its URL (too long, say)."""
+        try:
+            return self.http.build_request(method, url, **kwargs)
+        except httpx.InvalidURL as err:
+            raise TableauError(
+                f"Tableau server {self._host_port()}: {method} {url[:200]!r} is not a URL "
+                f"httpx can send ({err}); nothing was sent."
+            ) from err
 
     def _host_port(self) -> str:
         """`host:port` of the server, the port implied by the scheme when the URL has none."""
@@ -137,6 +162,31 @@ class Transport:
         log.warning("Tableau %s; retry %d in %.2f s", what, retry + 1, delay)
         time.sleep(delay)
         return True
+
+
+def checked_server_url(server_url: str) -> httpx.URL:
+    """`server_url` as httpx reads it; a `ConfigurationError` saying what is wrong when it
+    is not an http(s) URL naming a host (the URL is quoted without any user or password)."""
+    try:
+        url = httpx.URL(server_url)
+    except httpx.InvalidURL as err:
+        raise _bad_server_url("", f"httpx cannot read it: {err}") from err
+    shown = str(url.copy_with(userinfo=b"")) if url.userinfo else server_url
+    if url.scheme not in ("http", "https"):
+        raise _bad_server_url(shown, "it does not start with http:// or https://")
+    if not url.host:
+        raise _bad_server_url(shown, "it names no host")
+    if url.port is not None and not 0 < url.port < 65536:
+        raise _bad_server_url(shown, f"its port {url.port} is not one of 1 to 65535")
+    return url
+
+
+def _bad_server_url(shown: str, problem: str) -> ConfigurationError:
+    quoted = f" {shown!r}" if shown else ""
+    return ConfigurationError(
+        f"Tableau server_url{quoted}: {problem}. Give the server's base URL, e.g. "
+        "https://tableau.example.com."
+    )
 
 
 def maybe_applied(err: TableauConnectionError | TableauRequestError) -> bool:
@@ -163,6 +213,32 @@ def multipart(parts: Sequence[tuple[str, str, bytes | memoryview]]) -> dict[str,
     length = str(sum(len(piece) for piece in pieces))
     content_type = f"multipart/mixed; boundary={boundary}"
     return {"content": pieces, "headers": {"Content-Type": content_type, "Content-Length": length}}
+
+
+def _read(response: httpx.Response, call: str) -> None:
+    """Reads the body of a streamed reply, as `httpx.Client.send` does unstreamed, closing
+    the reply when that fails; a body that does not decode is an `UnexpectedReplyError`."""
+    try:
+        response.read()
+    except httpx.DecodingError as err:
+        response.close()
+        raise _undecodable(response, call, err) from err
+    except BaseException:
+        response.close()
+        raise
+
+
+def _undecodable(
+    response: httpx.Response, call: str, err: httpx.DecodingError
+) -> UnexpectedReplyError:
+    encoding = response.headers.get("Content-Encoding", "")
+    return UnexpectedReplyError(
+        response.status_code,
+        str(response.url),
+        None,
+        call=call,
+        problem=f"its body is not the {encoding!r} its Content-Encoding says ({err})",
+    )
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -726,6 +726,30 @@ def test_an_unreachable_server_is_a_connection_error_naming_it(
     assert not lost.value.maybe_applied
 
 
+@pytest.mark.parametrize(
+    ("server_url", "problem"),
+    [
+        ("tableau.example.com", "'tableau.example.com': it does not start with http://"),
+        ("ftp://tableau.example.com", "'ftp://tableau.example.com': it does not start with"),
+        ("https://", "'https://': it names no host"),
+        ("https://etl:pa55word@/", "'https:/': it names no host"),
+        ("https://tableau.example.com:99999", "its port 99999 is not one of 1 to 65535"),
+        ("https://[::1", "server_url: httpx cannot read it: Invalid port: ':1'"),
+    ],
+)
+def test_a_server_url_httpx_cannot_send_to_is_refused_when_the_client_is_made(
+    server_url: str, problem: str
+) -> None:
+    """Before any request (which would fail only after every retry, or be taken as sent
+    and maybe applied): the URL quoted without its user and password."""
+    resource = TableauServerResource(
+        server_url=server_url, sign_in=TokenSignIn(name="n", secret="s")
+    )
+    with pytest.raises(ConfigurationError, match="Give the server's base URL") as refused:
+        resource.client()
+    assert problem in str(refused.value) and "pa55word" not in str(refused.value)
+
+
 PUBLISH_AND_REPORT_PEAK = """
 import resource, sys
 from hyper_assets import TableauServerResource, TokenSignIn

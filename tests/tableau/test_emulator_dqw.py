@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import tableauserverclient as TSC
+from helpers import tsc_publish
 from tableauhyperapi import SqlType, TableDefinition
-from test_emulator_tsc import publish
 
 Column = TableDefinition.Column
 
@@ -17,7 +17,7 @@ Column = TableDefinition.Column
 def datasource(server: TSC.Server, hyper_files: Any, tmp_path: Path) -> Any:
     cols = [Column("id", SqlType.int())]
     path = hyper_files.create(tmp_path / "dqw.hyper", {("Extract", "a"): (cols, [(1,)])})
-    return publish(server, path, "Watched")
+    return tsc_publish(server, path, "Watched")
 
 
 def listed(server: TSC.Server, datasource: Any) -> list[tuple[str, str, bool, bool]]:

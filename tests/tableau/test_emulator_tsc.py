@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import tableauserverclient as TSC
+from helpers import tsc_publish
 from tableauhyperapi import NOT_NULLABLE, SqlType, TableDefinition
 
 from hyper_assets.emulator import Emulator
@@ -29,12 +30,6 @@ from hyper_assets.tableau.actions import (
 
 Column = TableDefinition.Column
 SITE = "analytics"  # as in conftest.py
-
-
-def publish(server: TSC.Server, path: Path, name: str, mode: str = "CreateNew") -> Any:
-    projects, _ = server.projects.get()
-    default = next(p for p in projects if p.name == "Default")
-    return server.datasources.publish(TSC.DatasourceItem(default.id, name=name), path, mode)
 
 
 def update(server: TSC.Server, item: Any, actions: list, payload: Path | None, rid: str) -> Any:
@@ -59,19 +54,19 @@ def test_server_info_projects_and_publish_round_trip(
         references=[("a", "id", "b")],
     )
     second = hyper_files.create(tmp_path / "v2.hyper", {("Extract", "a"): (cols, [(3,)])})
-    created = publish(server, first, "Verkäufe 2024")
+    created = tsc_publish(server, first, "Verkäufe 2024")
     assert created.name == "Verkäufe 2024" and created.project_id == projects[0].id
     stored = emulator.site_dir(SITE) / "Verkäufe 2024.hyper"
     assert hyper_files.read(stored) == {"Extract.a": [(1,)], "Extract.b": [(2,)]}
 
     with pytest.raises(TSC.ServerResponseError) as refused:
-        publish(server, second, "Verkäufe 2024")
+        tsc_publish(server, second, "Verkäufe 2024")
     assert refused.value.code == "403007"
-    overwritten = publish(server, second, "Verkäufe 2024", "Overwrite")
+    overwritten = tsc_publish(server, second, "Verkäufe 2024", "Overwrite")
     assert overwritten.id == created.id
     assert hyper_files.read(stored) == {"Extract.a": [(3,)]}
 
-    publish(server, first, "other")
+    tsc_publish(server, first, "other")
     options = TSC.RequestOptions()
     options.filter.add(TSC.Filter("name", TSC.RequestOptions.Operator.Equals, "Verkäufe 2024"))
     found, pagination = server.datasources.get(options)
@@ -87,7 +82,7 @@ def test_update_through_a_connection_and_job_lookup(
     cols = [Column("id", SqlType.int())]
     target = hyper_files.create(tmp_path / "t.hyper", {("Extract", "Extract"): (cols, [(1,)])})
     payload = hyper_files.create(tmp_path / "p.hyper", {("public", "new"): (cols, [(2,), (3,)])})
-    item = publish(server, target, "ds")
+    item = tsc_publish(server, target, "ds")
     server.datasources.populate_connections(item)
     [connection] = item.connections
     job = update(
@@ -134,7 +129,7 @@ def test_star_schema_refresh_replaces_dimensions_and_appends_facts(
             ),
         },
     )
-    item = publish(server, target, "ads")
+    item = tsc_publish(server, target, "ads")
     job = update(
         server,
         item,
@@ -173,7 +168,7 @@ def test_rolling_window_deletes_old_rows_and_inserts_the_increment(
         tmp_path / "w_payload.hyper",
         {("Extract", "extract_increment"): (cols, [(5, datetime(2019, 1, 2, 8))])},
     )
-    item = publish(server, target, "window")
+    item = tsc_publish(server, target, "window")
     cutoff = Const.datetime("2018-12-06T20:21:12.5+01:00")  # 19:21:12.5 UTC
     job = update(
         server,
@@ -225,7 +220,7 @@ def test_change_data_capture_with_a_two_column_key(
             ("Extract", "deleted_tuples"): (key, [("eu", 2)]),
         },
     )
-    item = publish(server, target, "cdc")
+    item = tsc_publish(server, target, "cdc")
     same_key = And([Eq("region", source_col="region"), Eq("user_id", source_col="user_id")])
     job = update(
         server,
@@ -268,7 +263,7 @@ def test_a_batch_whose_last_action_fails_leaves_the_data_source_unchanged(
     payload = hyper_files.create(
         tmp_path / "p.hyper", {("public", "rows"): (loose, [(3, "z"), (None, "no id")])}
     )
-    item = publish(server, target, "atomic")
+    item = tsc_publish(server, target, "atomic")
     stored = emulator.site_dir(SITE) / "atomic.hyper"
     before = hyper_files.read(stored)
     body = batch_to_json(
@@ -333,7 +328,7 @@ def test_a_publish_as_job_is_polled_by_tsc(
     cols = [Column("id", SqlType.int())]
     first = hyper_files.create(tmp_path / "a.hyper", {("Extract", "t"): (cols, [(1,)])})
     second = hyper_files.create(tmp_path / "b.hyper", {("Extract", "t"): (cols, [(2,)])})
-    created = publish(server, first, "async")
+    created = tsc_publish(server, first, "async")
     projects, _ = server.projects.get()
     default = next(p for p in projects if p.name == "Default")
     item = TSC.DatasourceItem(default.id, name="async")
@@ -362,7 +357,7 @@ def test_a_file_that_is_not_one_star_is_refused_as_a_server_does(
     both = [("f", "dim_id", "dim"), ("g", "dim_id", "dim")]
     galaxy = hyper_files.create(tmp_path / "galaxy.hyper", tables, references=both)
     with pytest.raises(TSC.ServerResponseError) as refused:
-        publish(server, galaxy, "galaxy")
+        tsc_publish(server, galaxy, "galaxy")
     assert refused.value.code == "400000"
     assert "it must contain exactly one fact table" in refused.value.detail
     assert not list(emulator.site_dir(SITE).glob("*.hyper"))
@@ -370,9 +365,9 @@ def test_a_file_that_is_not_one_star_is_refused_as_a_server_does(
 
     del tables[("Extract", "g")]
     star = hyper_files.create(tmp_path / "star.hyper", tables, references=[("f", "dim_id", "dim")])
-    publish(server, star, "star")
+    tsc_publish(server, star, "star")
     lone = hyper_files.create(tmp_path / "lone.hyper", {("Any", "name"): (fact, [(2, 3)])})
-    publish(server, lone, "lone")
+    tsc_publish(server, lone, "lone")
     assert hyper_files.read(emulator.site_dir(SITE) / "lone.hyper") == {"Any.name": [(2, 3)]}
     assert hyper_files.read(emulator.site_dir(SITE) / "star.hyper") == {
         "Extract.dim": [(1, "one")],

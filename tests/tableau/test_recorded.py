@@ -22,6 +22,7 @@ import pytest
 
 from hyper_assets import HyperIOManager
 from hyper_assets.errors import (
+    TableauError,
     TableauJobError,
     TableauRequestError,
     TableauSignInError,
@@ -44,6 +45,7 @@ class Answer:
     status: int
     body: bytes
     content_type: str = XML
+    encoding: str = ""  # the Content-Encoding the reply claims, if any
 
 
 @dataclass
@@ -86,6 +88,8 @@ def replay() -> Iterator[Replay]:
             self.send_response(answer.status)
             self.send_header("Content-Type", answer.content_type)
             self.send_header("Content-Length", str(len(answer.body)))
+            if answer.encoding:
+                self.send_header("Content-Encoding", answer.encoding)
             self.end_headers()
             self.wfile.write(answer.body)
 
@@ -329,6 +333,41 @@ def test_a_json_reply_without_the_element_asked_for_is_a_named_error(
     replay.on("GET", r"/jobs/", Answer(200, b'{"nothing": {}}', "application/json"))
     with pytest.raises(UnexpectedReplyError, match="lacks 'job'"):
         client.get_job("j1")
+
+
+def test_a_body_that_is_not_the_gzip_it_claims_is_a_named_error(
+    client: TableauClient, replay: Replay, tmp_path: Path
+) -> None:
+    """A proxy's mangled reply: httpx's `DecodingError` leaves the client as an
+    `UnexpectedReplyError` naming the URL and the encoding, for a read and for a download
+    streamed to disk (its success and its error reply alike)."""
+    lie = b"<tsResponse>plain, not gzip</tsResponse>"
+    replay.on("GET", r"/projects", Answer(200, lie, encoding="gzip"))
+    with pytest.raises(UnexpectedReplyError) as unexpected:
+        client.project("Default")
+    err = unexpected.value
+    assert err.status == 200 and "/projects?" in err.url and err.body_start is None
+    assert "is not the 'gzip' its Content-Encoding says" in str(err)
+    assert str(err).startswith("Tableau GET /api/3.14/sites/") and "Check server_url" in str(err)
+    replay.on("GET", r"/ds1/content", Answer(200, lie, "application/octet-stream", encoding="gzip"))
+    replay.on("GET", r"/ds2/content", Answer(404, lie, encoding="gzip"))
+    for source in ("ds1", "ds2"):
+        with pytest.raises(UnexpectedReplyError, match="Content-Encoding") as unexpected:
+            client.download_datasource(source, tmp_path, max_bytes=2**20)
+        assert unexpected.value.url.endswith(f"/{source}/content?includeExtract=true")
+        assert f"download of data source {source}" in str(unexpected.value)
+
+
+def test_a_request_url_httpx_refuses_is_an_error_and_nothing_is_sent(
+    client: TableauClient, replay: Replay
+) -> None:
+    with pytest.raises(TableauError, match="URL component 'query' too long") as refused:
+        client.find_datasource("x" * 70_000, "p1")
+    assert str(refused.value).startswith(
+        f"Tableau server {replay.url.removeprefix('http://')}: GET"
+    )
+    assert "nothing was sent" in str(refused.value)
+    assert not [seen for seen in replay.seen if "/datasources" in seen]
 
 
 def test_an_xml_error_to_a_json_request_keeps_tableaus_code(replay: Replay) -> None:

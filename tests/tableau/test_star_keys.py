@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import pyarrow as pa
 import pytest
+from helpers import arrow
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets import DataModelError, HyperIOManager
@@ -24,10 +24,6 @@ TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in con
 STORES, SALES, RETURNS = (TableName("Extract", t) for t in ("stores", "sales", "returns"))
 TO_STORES = ForeignKey(("store_id",), STORES, ("store_id",))
 STAR = {STORES: Keys(("store_id",)), SALES: Keys((), (TO_STORES,)), RETURNS: Keys((), (TO_STORES,))}
-
-
-def arrow(rows: list[tuple[Any, ...]], names: list[str]) -> pa.Table:
-    return pa.table([pa.array(c) for c in zip(*rows, strict=True)], names=names)
 
 
 def stores_asset(frame: Any = arrow, primary_key: str = "store_id") -> dg.AssetsDefinition:
