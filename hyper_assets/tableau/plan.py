@@ -2,10 +2,11 @@
 
 `plan.json` holds the plan a publish is sending (`Plan`, its `Batch`es); `published.json`
 the data source's publish state (`PublishState`): where it was published, the shape of its
-tables then (`Fingerprint`) and how far through the outbox it is. Both are parsed once,
-here, and carry `format_version`: a file of a version this library does not know is
-refused with `UnknownFormatVersionError`; a file without one (written before versions
-were recorded) is version 1.
+tables then (`Fingerprint`) and how far through the outbox it is. Both are saved formats
+(`PLAN`, `PUBLISH_STATE`; `hyper_assets._saved`): parsed once, here, field by field, and
+carrying `format_version`. A file of a version this library does not know is refused with
+`UnknownFormatVersionError`, one with a field it does not know with `CorruptFileError`; a
+file without a version (written before versions were recorded) is version 1.
 """
 
 from __future__ import annotations
