@@ -1,19 +1,12 @@
-"""Durable file writes, reading the JSON files kept beside a database, the mode of the
-files we create, and size units; shared by the resource, the outbox, compaction, the
-publisher and the emulator."""
+"""Durable file writes, the mode of the files we create, and size units; shared by the
+resource, the saved formats (`hyper_assets._saved`), compaction and the emulator."""
 
 from __future__ import annotations
 
 import json
 import os
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-from hyper_assets.errors import CorruptFileError, UnknownFormatVersionError
-
-T = TypeVar("T")
 
 MEGABYTE = 1024 * 1024
 
@@ -55,29 +48,6 @@ def write_json(path: Path, body: object) -> None:
         os.fsync(out.fileno())
     os.replace(temporary, path)
     fsync_path(path.parent)
-
-
-def read_json(path: Path, parse: Callable[[Any], T], way_out: str, *, versioned: int = 0) -> T:
-    """`parse` of the JSON in `path`; a file that does not parse is a `CorruptFileError`.
-
-    `versioned`: the one `format_version` the file may have (missing: 1); another raises
-    `UnknownFormatVersionError` before `parse` reads it.
-    """
-    try:
-        body = json.loads(path.read_text())
-        version = body.get("format_version", 1) if versioned else None
-        if version == versioned or not versioned:
-            return parse(body)
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise CorruptFileError(
-            f"{path} cannot be read ({type(error).__name__}: {error}); nothing was changed. "
-            f"{way_out}"
-        ) from error
-    raise UnknownFormatVersionError(
-        f"{path} has format version {version!r}, and this version of hyper-assets reads "
-        f"version {versioned} only; nothing was changed. It was written by a newer "
-        "hyper-assets: upgrade this one to that version."
-    )
 
 
 def fsync_path(path: Path) -> None:

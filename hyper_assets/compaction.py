@@ -25,7 +25,6 @@ of the rows the file holds and their share of its bytes is `min_bytes` or more
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -36,10 +35,11 @@ from dagster import Config
 from pydantic import Field
 from tableauhyperapi import Connection, TableName, escape_name, escape_string_literal
 
-from hyper_assets._files import MEGABYTE, file_size, fsync_path, set_mode, write_json
+from hyper_assets._files import MEGABYTE, file_size, fsync_path, set_mode
 from hyper_assets._hyper_errors import hyper_errors
+from hyper_assets._saved import Fields, SavedFormat
 from hyper_assets._sql import attach, count_rows
-from hyper_assets.errors import CompactionError
+from hyper_assets.errors import CompactionError, CorruptFileError
 from hyper_assets.home import HyperDatabase
 from hyper_assets.resource import HyperResource
 from hyper_assets.tables import Catalog
@@ -99,18 +99,30 @@ class Deletions:
         (or the record cannot be read: it is advice, counted again from 0)."""
         here = _file_id(database)
         try:
-            body = json.loads(cls.path(database).read_text())
-            recorded = cls((int(body["device"]), int(body["inode"])), int(body["rows"]))
+            recorded = DELETIONS.read(cls.path(database))
         except FileNotFoundError:
             return cls(here, 0)
-        except (ValueError, KeyError, TypeError) as error:
-            _log.warning("Ignoring %s (%s): counting from 0.", cls.path(database), error)
+        except CorruptFileError as error:  # of a newer version too: it is advice
+            _log.warning("Ignoring the count of deleted rows: %s", error)
             return cls(here, 0)
         return recorded if recorded.file_id == here else cls(here, 0)
 
     def write(self, database: Path) -> None:
+        DELETIONS.write(self.path(database), self)
+
+    def to_json(self) -> dict[str, int]:
         device, inode = self.file_id
-        write_json(self.path(database), {"device": device, "inode": inode, "rows": self.rows})
+        return {"device": device, "inode": inode, "rows": self.rows}
+
+    @classmethod
+    def from_json(cls, f: Fields) -> Deletions:
+        return cls((f.take("device", int), f.take("inode", int)), f.take("rows", int))
+
+
+#: `<database>.deletions.json` (written without a version before this one: version 1).
+DELETIONS = SavedFormat(
+    1, Deletions.from_json, Deletions.to_json, "They are counted again from 0 (it is advice)."
+)
 
 
 def _file_id(path: Path) -> tuple[int, int]:

@@ -24,8 +24,8 @@ HyperAssetsError
 ├── ExtractRecreatedError           the file is not the extract Dagster recorded (lost, made anew)
 ├── HyperStartError                 hyperd could not start
 ├── StagingStoreError               the staging object store failed or cannot be reached
-├── CorruptFileError                an outbox, plan, state file or manifest that does not parse
-│   └── UnknownFormatVersionError   one of a newer hyper-assets (format_version, manifest format)
+├── CorruptFileError                a saved file (outbox, plan, state, manifest...) not readable
+│   └── UnknownFormatVersionError   one of a newer hyper-assets (its format_version)
 ├── HomeError                       the extract's object-store home; nothing was committed
 │   ├── HomeConflictError           another writer committed a generation during this write
 │   ├── LeaseLostError              the write's lease expired: it may not commit
@@ -203,14 +203,16 @@ class StagingStoreError(HyperAssetsError):
 
 
 class CorruptFileError(HyperAssetsError):
-    """A file kept beside a `.hyper` (outbox record, publish plan or state), or a manifest
-    of an object-store home, cannot be read."""
+    """A file the library saved (beside a `.hyper`: outbox record, publish plan or state,
+    pending keys, identity; in an object-store home: a manifest, the lease) cannot be read:
+    not JSON, a field missing or of the wrong type, or a field its format does not know.
+    The message names the file and the field (`hyper_assets._saved`)."""
 
 
 class UnknownFormatVersionError(CorruptFileError):
-    """An outbox record or state, plan or publish state of a `format_version`, or a home's
-    manifest of a `format`, that this library does not know: written by a newer
-    hyper-assets. Nothing was changed."""
+    """A saved file of a `format_version` (spelled `format` in older manifests and leases)
+    that this library does not read: written by a newer hyper-assets. Nothing was
+    changed."""
 
 
 # --- Action batches ------------------------------------------------------------------

@@ -7,7 +7,8 @@ Under the home's prefix (`s3://bucket/path/shop.hyper/`):
   each uploaded by the generation whose manifest's token it carries, and named again by
   the next generations while their files hold its bytes; written once, never changed
   (`chunks/<sha256>`: one of manifests of format 2, shared by any generation);
-- `manifest/<n>.json`: generation n's files, each as its list of chunks. Creating it with
+- `manifest/<n>.json`: generation n's files, each as its list of chunks (`MANIFEST`; its
+  `format_version` is the `FORMAT` below, spelled `format` by earlier versions). Creating it with
   the store's create-if-absent write (S3 `If-None-Match: *`) is the commit: of two
   writers that both start from generation n - 1, one creates `manifest/<n>.json`, the
   other gets `HomeConflictError` and its chunks stay uncommitted. Manifests are never
@@ -45,14 +46,13 @@ from obstore.exceptions import (
 from obstore.store import ObjectStore
 
 from hyper_assets import chunks
-from hyper_assets._files import write_json
+from hyper_assets._saved import Fields, SavedFormat
 from hyper_assets.chunks import CHUNKS, Part, Transfer, chunk_key
 from hyper_assets.errors import (
     CorruptFileError,
     HomeCommitUnknownError,
     HomeConflictError,
     HomeStoreError,
-    UnknownFormatVersionError,
 )
 
 #: 1: each file one object under generations/; 2: chunks under their SHA-256, shared by
@@ -80,20 +80,18 @@ class StoredFile:
         return {"path": self.path, "size": self.size, "chunks": chunks}
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], version: int) -> StoredFile:
-        size = int(record["size"])
-        if version == 1:  # the whole file, one object
-            whole = Part(str(record["key"]), 0, size, str(record["sha256"]))
-            return cls(str(record["path"]), size, (whole,))
+    def from_record(cls, f: Fields) -> StoredFile:
+        path, size = f.take("path", str), f.take("size", int)
+        if f.version == 1:  # the whole file, one object
+            whole = Part(f.take("key", str), 0, size, f.take("sha256", str))
+            return cls(path, size, (whole,))
         parts, offset = [], 0
-        for chunk in record["chunks"]:
-            digest, length = str(chunk["sha256"]), int(chunk["size"])
-            token = str(chunk.get("token", ""))
+        for digest, length, token in f.each("chunks", _chunk):
             parts.append(Part(chunk_key(digest, token), offset, length, digest, token))
             offset += length
         if offset != size:
-            raise ValueError(f"the chunks of {record['path']} hold {offset} bytes, not {size}")
-        return cls(str(record["path"]), size, tuple(parts))
+            raise ValueError(f"the chunks of {path} hold {offset} bytes, not {size}")
+        return cls(path, size, tuple(parts))
 
 
 def _chunk_record(part: Part) -> dict[str, Any]:
@@ -101,6 +99,10 @@ def _chunk_record(part: Part) -> dict[str, Any]:
     a chunk of format 2)."""
     token = {"token": part.token} if part.token else {}
     return {"sha256": part.sha256, "size": part.size} | token
+
+
+def _chunk(f: Fields) -> tuple[str, int, str]:
+    return f.take("sha256", str), f.take("size", int), f.take("token", str, "")
 
 
 @dataclass(frozen=True)
@@ -130,8 +132,10 @@ class Manifest:
         return {p.sha256: p.token for f in self.files for p in f.parts if p.key.startswith(CHUNKS)}
 
     def to_bytes(self) -> bytes:
-        body = {
-            "format": FORMAT,
+        return json.dumps(MANIFEST.to_json(self), indent=1).encode()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
             "number": self.number,
             "token": self.token,
             "extract_id": self.extract_id,
@@ -139,33 +143,36 @@ class Manifest:
             "files": [f.to_record() for f in self.files],
             "committed_at": self.committed_at,
         }
-        return json.dumps(body, indent=1).encode()
+
+    @classmethod
+    def from_json(cls, f: Fields) -> Manifest:
+        return cls(
+            number=f.take("number", int),
+            token=f.take("token", str),
+            extract_id=f.take("extract_id", str),
+            lease_id=f.take("lease_id", str),
+            files=f.each("files", StoredFile.from_record),
+            committed_at=f.take("committed_at", str),
+        )
 
     @classmethod
     def parse(cls, body: bytes, where: str) -> Manifest:
-        try:
-            record: dict[str, Any] = json.loads(body)
-            version = record["format"]
-            if version not in READS:
-                raise UnknownFormatVersionError(
-                    f"{where} is of manifest format {version!r}, and this version of "
-                    f"hyper-assets reads formats {', '.join(map(str, READS))}; nothing was "
-                    "changed. It was written by a newer hyper-assets: upgrade this one."
-                )
-            return cls(
-                number=int(record["number"]),
-                token=str(record["token"]),
-                extract_id=str(record["extract_id"]),
-                lease_id=str(record["lease_id"]),
-                files=tuple(StoredFile.from_record(f, version) for f in record["files"]),
-                committed_at=str(record["committed_at"]),
-            )
-        except (ValueError, KeyError, TypeError) as error:
-            raise CorruptFileError(
-                f"{where} cannot be read ({type(error).__name__}: {error}); nothing was "
-                "changed. Restore it from the store's object versions, or write with a "
-                "library version that reads it."
-            ) from error
+        """The manifest `body` read from `where`: `CorruptFileError` when it cannot be read
+        (`UnknownFormatVersionError` for a format this library does not read)."""
+        return MANIFEST.from_text(body, where)
+
+
+#: `manifest/<n>.json`. Formats 1 to 3 spelled their version `format`; a manifest has
+#: always had one.
+MANIFEST = SavedFormat(
+    FORMAT,
+    Manifest.from_json,
+    Manifest.to_json,
+    "Restore it from the store's object versions, or write with a library version that reads it.",
+    reads=READS,
+    older_keys=("format",),
+    unversioned=None,
+)
 
 
 def manifest_key(number: int) -> str:
@@ -341,10 +348,27 @@ class Generations:
         return transfer
 
 
-def _identity(manifest: Manifest | None) -> dict[str, Any]:
-    if manifest is None:
-        return {"number": 0, "token": ""}
-    return {"number": manifest.number, "token": manifest.token}
+@dataclass(frozen=True)
+class Marker:
+    """The generation a working copy holds (number 0: none, the home was empty)."""
+
+    number: int
+    token: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "token": self.token}
+
+    @classmethod
+    def from_json(cls, f: Fields) -> Marker:
+        return cls(f.take("number", int), f.take("token", str))
+
+
+#: The working copy's marker (written without a version before this one: version 1).
+MARKER_FORMAT = SavedFormat(1, Marker.from_json, Marker.to_json, "The copy is downloaded again.")
+
+
+def _identity(manifest: Manifest | None) -> Marker:
+    return Marker(manifest.number, manifest.token) if manifest else Marker(0, "")
 
 
 class WorkingCopy:
@@ -368,15 +392,15 @@ class WorkingCopy:
                 continue
             yield relative, path
 
-    def generation(self) -> dict[str, Any] | None:
+    def generation(self) -> Marker | None:
         """The generation the copy holds, unchanged since; None when unknown or changed."""
         try:
-            return json.loads(self._marker.read_text())
-        except (OSError, ValueError):
+            return MARKER_FORMAT.read(self._marker)
+        except (OSError, CorruptFileError):
             return None
 
     def mark(self, manifest: Manifest | None) -> None:
-        write_json(self._marker, _identity(manifest))
+        MARKER_FORMAT.write(self._marker, _identity(manifest))
 
     def changing(self) -> None:
         """Called before the copy is written to: until a commit marks it, it is no

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from hyper_assets._files import read_json, write_json
+from hyper_assets._saved import SavedFormat
 from hyper_assets.errors import ExtractRecreatedError
 
 #: The materialisation metadata holding the identity of the extract written, and its home.
@@ -34,9 +34,14 @@ IDENTITY_KEY, HOME_KEY = "extract_identity", "extract_home"
 #: Where materialisations made before identities existed name the home.
 _LEGACY_HOME_KEY = "dagster/uri"
 _FORMAT_VERSION = 1
-_WAY_OUT = (
-    "Write it again with the identity the asset's latest materialisation recorded (metadata "
-    f'{IDENTITY_KEY}): {{"format_version": {_FORMAT_VERSION}, "identity": "<it>"}}.'
+#: `<database>.identity.json`: always written with its version (none is refused).
+RECORD = SavedFormat(
+    _FORMAT_VERSION,
+    lambda f: uuid.UUID(f.take("identity", str)).hex,
+    lambda identity: {"identity": identity},
+    "Write it again with the identity the asset's latest materialisation recorded "
+    f'(metadata {IDENTITY_KEY}): {{"format_version": {_FORMAT_VERSION}, "identity": "<it>"}}.',
+    unversioned=None,
 )
 
 
@@ -44,18 +49,12 @@ def identity_path(database: Path) -> Path:
     return database.with_name(f"{database.name}.identity.json")
 
 
-def _parse(body: object) -> str:
-    if not isinstance(body, dict) or body.get("format_version") != _FORMAT_VERSION:
-        raise ValueError(f"format_version {_FORMAT_VERSION} expected")
-    return str(uuid.UUID(body["identity"]).hex)
-
-
 def read_identity(database: Path) -> str | None:
     """The identity of the file at `database`; None when it or its identity is missing."""
     path = identity_path(database)
     if not database.exists() or not path.exists():
         return None
-    return read_json(path, _parse, _WAY_OUT)
+    return RECORD.read(path)
 
 
 def identity_metadata(identity: str, uri: str) -> dict[str, str]:
@@ -69,7 +68,7 @@ def give_identity(database: Path, created: bool) -> str:
     found = None if created else read_identity(database)
     if found is None:
         found = uuid.uuid4().hex
-        write_json(identity_path(database), {"format_version": _FORMAT_VERSION, "identity": found})
+        RECORD.write(identity_path(database), found)
     return found
 
 

@@ -35,6 +35,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 from obstore.store import ObjectStore
 
+from hyper_assets._saved import Fields, SavedFormat
 from hyper_assets.errors import DatabaseLockedError, LeaseLostError
 from hyper_assets.generations import store_errors
 from hyper_assets.stores import put
@@ -55,18 +56,36 @@ class LeaseRecord:
     renewals: int = 0
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"format": FORMAT, **self.__dict__}).encode()
+        return json.dumps(RECORD.to_json(self)).encode()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "holder": self.holder,
+            "seconds": self.seconds,
+            "released": self.released,
+            "renewals": self.renewals,
+        }
 
     @classmethod
-    def parse(cls, body: bytes) -> LeaseRecord:
-        record: dict[str, Any] = json.loads(body)
+    def from_json(cls, f: Fields) -> LeaseRecord:
         return cls(
-            id=str(record["id"]),
-            holder=str(record["holder"]),
-            seconds=float(record["seconds"]),
-            released=bool(record["released"]),
-            renewals=int(record["renewals"]),
+            id=f.take("id", str),
+            holder=f.take("holder", str),
+            seconds=f.take("seconds", float),
+            released=f.take("released", bool),
+            renewals=f.take("renewals", int),
         )
+
+
+#: `lease.json`; version 1 spelled its version `format`.
+RECORD = SavedFormat(
+    FORMAT,
+    LeaseRecord.from_json,
+    LeaseRecord.to_json,
+    "If no write to the home runs, delete it: the next write takes the lease anew.",
+    older_keys=("format",),
+)
 
 
 class Lease:
@@ -117,7 +136,7 @@ class Lease:
                     return
                 continue
             etag = found.meta["e_tag"]
-            current = LeaseRecord.parse(bytes(found.bytes()))
+            current = RECORD.from_text(bytes(found.bytes()), f"{self.where}/{LEASE}")
             if etag != seen[0]:
                 seen = (etag, started)
             expired = time.monotonic() - seen[1] > current.seconds

@@ -19,9 +19,11 @@ pending record left behind by a crash is settled by the next holder of the lock:
 by comparing the table's row count with the count recorded before it, the others by
 keeping them (a crash cannot tell whether they committed).
 
-`state.json` (`OutboxState`) and each record carry `format_version` (`FORMAT_VERSION`): a
-file of a version this library does not know is refused with `UnknownFormatVersionError`;
-one without it (as versions before this one wrote `state.json`) is version 1. `read` reads
+`state.json` (`OutboxState`, saved as `STATE`) and each record (`CHANGE_RECORD`) carry
+`format_version` (`FORMAT_VERSION`; `hyper_assets._saved`): a file of a version this
+library does not know is refused with `UnknownFormatVersionError`, one with a field it
+does not know with `CorruptFileError`; one without a version (as versions before this one
+wrote `state.json`) is version 1. `read` reads
 them all at once, so one that cannot be read refuses before any record is acted on.
 """
 
@@ -38,12 +40,13 @@ from typing import Any
 
 from tableauhyperapi import Connection, TableName, escape_name
 
-from hyper_assets._files import fsync_path, read_json, write_json
+from hyper_assets._files import fsync_path
 from hyper_assets._hyper_errors import hyper_errors
+from hyper_assets._saved import Fields, SavedFormat
 from hyper_assets._sql import attach, count_rows, create_database, detach
 from hyper_assets.errors import IngestError
 from hyper_assets.ingest import Write, source_sql
-from hyper_assets.partitions import Window
+from hyper_assets.partitions import Window, saved_dimension
 from hyper_assets.spec import DECLARED_MODES, WriteMode
 from hyper_assets.staging import Staged
 from hyper_assets.tables import Catalog, table_label
@@ -71,11 +74,11 @@ class Change:
     recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def to_json(self) -> dict[str, Any]:
+        """The record as `<seq>.json` (and a plan) holds it (`CHANGE_RECORD`)."""
         return {
-            "format_version": FORMAT_VERSION,
             "seq": self.seq,
             "id": self.id,
-            "kind": self.kind,
+            "kind": str(self.kind),
             "schema": self.table.schema_name.name.unescaped,
             "table": self.table.name.unescaped,
             "window": self.window.to_json() if self.window else None,
@@ -87,19 +90,18 @@ class Change:
         }
 
     @classmethod
-    def from_json(cls, body: dict[str, Any]) -> Change:
-        window = body.get("window")
+    def from_json(cls, f: Fields) -> Change:
         return cls(
-            seq=body["seq"],
-            id=body["id"],
-            kind=WriteMode(body["kind"]),
-            table=TableName(body["schema"], body["table"]),
-            window=Window.from_json(window) if window else None,
-            key=tuple(body["key"]),
-            rows=body["rows"],
-            rows_before=body["rows_before"],
-            uncertain=body["uncertain"],
-            recorded_at=datetime.fromisoformat(body["recorded_at"]),
+            seq=f.take("seq", int),
+            id=f.take("id", str),
+            kind=WriteMode(f.take("kind", str)),
+            table=TableName(f.take("schema", str), f.take("table", str)),
+            window=None if f.absent("window") else Window(f.each("window", saved_dimension)),
+            key=f.strings("key"),
+            rows=f.take("rows", int),
+            rows_before=f.optional("rows_before", int),
+            uncertain=f.take("uncertain", bool),
+            recorded_at=datetime.fromisoformat(f.take("recorded_at", str)),
         )
 
 
@@ -110,11 +112,11 @@ class OutboxState:
     next_seq: int = 1
 
     def to_json(self) -> dict[str, int]:
-        return {"format_version": FORMAT_VERSION, "next_seq": self.next_seq}
+        return {"next_seq": self.next_seq}
 
     @classmethod
-    def from_json(cls, body: dict[str, Any]) -> OutboxState:
-        return cls(next_seq=int(body["next_seq"]))
+    def from_json(cls, f: Fields) -> OutboxState:
+        return cls(next_seq=f.take("next_seq", int))
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,11 @@ _WHOLE = (
 )
 #: What to do about a change record that cannot be read.
 RECORD_WAY_OUT = "Move it out of the outbox and publish with full=True: " + _WHOLE
+
+#: `<seq>.json`, `<seq>.pending.json`, and each change of a plan.
+CHANGE_RECORD = SavedFormat(FORMAT_VERSION, Change.from_json, Change.to_json, RECORD_WAY_OUT)
+#: The outbox's `state.json`.
+STATE = SavedFormat(FORMAT_VERSION, OutboxState.from_json, OutboxState.to_json, STATE_WAY_OUT)
 #: What to do about a change's captured rows that Hyper cannot read or find.
 ROWS_WAY_OUT = "Publish with full=True: " + _WHOLE
 
@@ -162,7 +169,7 @@ class Outbox:
             self.directory.mkdir(parents=True, exist_ok=True)
             names = (p.name.split(".")[0] for p in self.directory.iterdir())
             numbers = [int(name) for name in names if name.isdigit()]
-            write_json(self._state, OutboxState(max([after, *numbers]) + 1).to_json())
+            STATE.write(self._state, OutboxState(max([after, *numbers]) + 1))
 
     def last_seq(self) -> int:
         """The number of the latest change recorded (0 before any), once tracking started."""
@@ -197,12 +204,10 @@ class Outbox:
         return list(recorded.committed) if recorded else []
 
     def _read_state(self) -> OutboxState:
-        return read_json(
-            self._state, OutboxState.from_json, STATE_WAY_OUT, versioned=FORMAT_VERSION
-        )
+        return STATE.read(self._state)
 
     def _read(self, path: Path) -> Change:
-        return read_json(path, Change.from_json, RECORD_WAY_OUT, versioned=FORMAT_VERSION)
+        return CHANGE_RECORD.read(path)
 
     def record(self, connection: Connection, write: Write, staged: Staged) -> Change | None:
         """Before `write` runs with the `staged` rows: its pending record, and the rows or
@@ -222,8 +227,8 @@ class Outbox:
         elif write.mode == WriteMode.UPSERT:
             change = replace(change, key=write.keys.primary_key, rows=staged.rows)
             captured = "DISTINCT " + ", ".join(escape_name(k) for k in change.key)
-        write_json(self._state, OutboxState(seq + 1).to_json())
-        write_json(self._path(seq, pending=True), change.to_json())
+        STATE.write(self._state, OutboxState(seq + 1))
+        CHANGE_RECORD.write(self._path(seq, pending=True), change)
         if captured:
             source = source_sql(staged.files, write.columns)
             try:
@@ -251,7 +256,7 @@ class Outbox:
         """Takes back the pending record of a write that did not commit, and its sequence
         number (`change` is the last one recorded: the caller still holds the lock)."""
         self.clear([change])
-        write_json(self._state, OutboxState(change.seq).to_json())
+        STATE.write(self._state, OutboxState(change.seq))
 
     def _capture(self, connection: Connection, change: Change, select: str) -> None:
         """Stores the rows of `select` in the change's own `.hyper`, durably (detached).
@@ -295,7 +300,7 @@ class Outbox:
                     continue
                 if count != change.rows_before + change.rows:
                     change = replace(change, uncertain=True)
-                    write_json(self._path(change.seq, pending=True), change.to_json())
+                    CHANGE_RECORD.write(self._path(change.seq, pending=True), change)
             self.commit(change)
             settled.append(change)
         return sorted(settled, key=lambda c: c.seq)

@@ -24,6 +24,7 @@ from dagster import (
 )
 from tableauhyperapi import Connection, TableName, TypeTag, escape_name, escape_string_literal
 
+from hyper_assets._saved import Fields
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.types import Column
 
@@ -116,18 +117,14 @@ class Window:
             out.append(item)
         return out
 
-    @classmethod
-    def from_json(cls, items: list[dict[str, Any]]) -> Window:
-        dimensions: list[Dimension] = []
-        for item in items:
-            if "values" in item:
-                dimensions.append(KeySet(item["expr"], item["is_column"], tuple(item["values"])))
-            else:
-                start, end = (datetime.fromisoformat(item[k]) for k in ("start", "end"))
-                dimensions.append(
-                    TimeRange(item["expr"], item["is_column"], start, end, item["instant"])
-                )
-        return cls(tuple(dimensions))
+
+def saved_dimension(f: Fields) -> Dimension:
+    """One dimension of a window as `Window.to_json` wrote it (in a saved change)."""
+    expr, is_column = f.take("expr", str), f.take("is_column", bool)
+    if f.has("values"):
+        return KeySet(expr, is_column, f.strings("values"))
+    start, end = (datetime.fromisoformat(f.take(k, str)) for k in ("start", "end"))
+    return TimeRange(expr, is_column, start, end, f.take("instant", bool))
 
 
 def _dimension(

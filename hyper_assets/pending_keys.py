@@ -39,7 +39,7 @@ from typing import Any
 
 from tableauhyperapi import TableName
 
-from hyper_assets._files import read_json, write_json
+from hyper_assets._saved import Fields, SavedFormat
 from hyper_assets._sql import table_label
 from hyper_assets.errors import HyperFileError
 from hyper_assets.tables import Catalog, ForeignKey, Keys
@@ -83,10 +83,11 @@ class PendingKey:
         }
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> PendingKey:
-        ref = TableName(body["ref_schema"], body["ref_table"])
-        key = ForeignKey(tuple(body["columns"]), ref, tuple(body["ref_columns"]))
-        return cls(TableName(body["schema"], body["table"]), key)
+    def from_json(cls, f: Fields) -> PendingKey:
+        table = TableName(f.take("schema", str), f.take("table", str))
+        columns = f.strings("columns")
+        ref = TableName(f.take("ref_schema", str), f.take("ref_table", str))
+        return cls(table, ForeignKey(columns, ref, f.strings("ref_columns")))
 
 
 @dataclass(frozen=True)
@@ -172,12 +173,11 @@ class PendingKeys:
         when it cannot be read (`UnknownFormatVersionError`: written by a newer version)."""
         if not self.path.exists():
             return ()
-        return read_json(self.path, _parse, WAY_OUT, versioned=FORMAT_VERSION)
+        return RECORD.read(self.path)
 
     def _write(self, keys: tuple[PendingKey, ...]) -> None:
         if keys:
-            body = {"format_version": FORMAT_VERSION, "foreign_keys": [k.to_json() for k in keys]}
-            write_json(self.path, body)
+            RECORD.write(self.path, keys)
         else:
             self.path.unlink(missing_ok=True)
 
@@ -200,5 +200,10 @@ class PendingKeys:
             raise
 
 
-def _parse(body: Mapping[str, Any]) -> tuple[PendingKey, ...]:
-    return tuple(PendingKey.from_json(key) for key in body["foreign_keys"])
+#: `<database>.pending-keys.json`.
+RECORD = SavedFormat(
+    FORMAT_VERSION,
+    lambda f: f.each("foreign_keys", PendingKey.from_json),
+    lambda keys: {"foreign_keys": [k.to_json() for k in keys]},
+    WAY_OUT,
+)

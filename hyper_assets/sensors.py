@@ -46,7 +46,8 @@ from dagster import (
     sensor,
 )
 
-from hyper_assets.errors import ConfigurationError
+from hyper_assets._saved import FieldError, Fields, SavedFormat
+from hyper_assets.errors import ConfigurationError, CorruptFileError, UnknownFormatVersionError
 
 LANDING_FILE_TAG = "hyper_assets/landing_file"
 _CURSOR_VERSION = 1
@@ -249,11 +250,10 @@ def _read_cursor(cursor: str | None, sensor_name: str) -> dict[str, Version]:
     if not cursor:
         return {}
     try:
-        data = json.loads(cursor)
-        if data["v"] != _CURSOR_VERSION:
-            raise ValueError(f"cursor version {data['v']}")
-        return {name: (int(m), int(s)) for name, (m, s) in data["files"].items()}
-    except (ValueError, KeyError, TypeError) as error:
+        return CURSOR.from_text(cursor, f"The cursor of sensor {sensor_name}")
+    except UnknownFormatVersionError:
+        raise
+    except CorruptFileError as error:
         raise ConfigurationError(
             f"The cursor of sensor {sensor_name} is not a landing_sensor cursor "
             f"({cursor[:80]!r}). Clear it (UI: sensor > Set cursor, empty) to consider "
@@ -262,7 +262,23 @@ def _read_cursor(cursor: str | None, sensor_name: str) -> dict[str, Version]:
 
 
 def _write_cursor(files: dict[str, Version]) -> str:
-    return json.dumps(
-        {"v": _CURSOR_VERSION, "files": {n: list(v) for n, v in sorted(files.items())}},
-        separators=(",", ":"),
-    )
+    return json.dumps(CURSOR.to_json(files), separators=(",", ":"))
+
+
+def _cursor_files(f: Fields) -> dict[str, Version]:
+    files = f.take("files", dict)
+    for name, seen in files.items():
+        if not (isinstance(seen, list) and len(seen) == 2 and all(type(x) is int for x in seen)):
+            raise FieldError(f"field 'files.{name}' is {seen!r}, not [mtime_ns, size]")
+    return {name: (m, s) for name, (m, s) in files.items()}
+
+
+#: The cursor: each file seen, as (mtime_ns, size). Version 1 spelled its version `v`.
+CURSOR = SavedFormat(
+    _CURSOR_VERSION,
+    _cursor_files,
+    lambda files: {"files": {n: list(v) for n, v in sorted(files.items())}},
+    "Clear it to consider every file again.",
+    older_keys=("v",),
+    unversioned=None,
+)

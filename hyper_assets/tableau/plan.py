@@ -2,10 +2,11 @@
 
 `plan.json` holds the plan a publish is sending (`Plan`, its `Batch`es); `published.json`
 the data source's publish state (`PublishState`): where it was published, the shape of its
-tables then (`Fingerprint`) and how far through the outbox it is. Both are parsed once,
-here, and carry `format_version`: a file of a version this library does not know is
-refused with `UnknownFormatVersionError`; a file without one (written before versions
-were recorded) is version 1.
+tables then (`Fingerprint`) and how far through the outbox it is. Both are saved formats
+(`PLAN`, `PUBLISH_STATE`; `hyper_assets._saved`): parsed once, here, field by field, and
+carrying `format_version`. A file of a version this library does not know is refused with
+`UnknownFormatVersionError`, one with a field it does not know with `CorruptFileError`; a
+file without a version (written before versions were recorded) is version 1.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hyper_assets._files import read_json, write_json
-from hyper_assets.outbox import Change
+from hyper_assets._saved import FieldError, Fields, SavedFormat
+from hyper_assets.errors import ActionValidationError
+from hyper_assets.outbox import CHANGE_RECORD, Change
 from hyper_assets.tableau.actions import Action, parse_batch
 
 #: The version of `plan.json` and `published.json` this library writes and reads.
@@ -40,8 +42,8 @@ class Target:
         return {"site": self.site, "project": self.project, "datasource": self.datasource}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Target:
-        return cls(str(body["site"]), str(body["project"]), str(body["datasource"]))
+    def from_json(cls, f: Fields) -> Target:
+        return cls(f.take("site", str), f.take("project", str), f.take("datasource", str))
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,23 @@ class ColumnShape:
     type: str
     nullable: bool
     collation: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "nullable": self.nullable,
+            "collation": self.collation,
+        }
+
+    @classmethod
+    def from_json(cls, f: Fields) -> ColumnShape:
+        return cls(
+            f.take("name", str),
+            f.take("type", str),
+            f.take("nullable", bool),
+            f.optional("collation", str),
+        )
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,10 @@ class ForeignKeyShape:
             "ref_columns": list(self.ref_columns),
         }
 
+    @classmethod
+    def from_json(cls, f: Fields) -> ForeignKeyShape:
+        return cls(f.strings("columns"), f.take("references", str), f.strings("ref_columns"))
+
 
 @dataclass(frozen=True)
 class TableShape:
@@ -78,20 +101,17 @@ class TableShape:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "columns": [vars(c) for c in self.columns],
+            "columns": [c.to_json() for c in self.columns],
             "primary_key": list(self.primary_key),
             "foreign_keys": [fk.to_json() for fk in self.foreign_keys],
         }
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> TableShape:
+    def from_json(cls, f: Fields) -> TableShape:
         return cls(
-            tuple(ColumnShape(**c) for c in body["columns"]),
-            tuple(body["primary_key"]),
-            tuple(
-                ForeignKeyShape(tuple(fk["columns"]), fk["references"], tuple(fk["ref_columns"]))
-                for fk in body["foreign_keys"]
-            ),
+            f.each("columns", ColumnShape.from_json),
+            f.strings("primary_key"),
+            f.each("foreign_keys", ForeignKeyShape.from_json),
         )
 
     def change_since(self, published: TableShape) -> str:
@@ -118,8 +138,9 @@ class Fingerprint:
         return {label: shape.to_json() for label, shape in self.tables.items()}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Fingerprint:
-        return cls({label: TableShape.from_json(shape) for label, shape in body.items()})
+    def from_field(cls, f: Fields, key: str) -> Fingerprint:
+        """The fingerprint in field `key` of `f` (none: no tables)."""
+        return cls(f.named(key, TableShape.from_json, {}))
 
     def change_since(self, published: Fingerprint) -> str:
         """Why a table's shape forbids an update since `published`, or "" when none does."""
@@ -140,9 +161,12 @@ class SentRows:
     action: str
     rows: int
 
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table, "action": self.action, "rows": self.rows}
+
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> SentRows:
-        return cls(str(body["table"]), str(body["action"]), int(body["rows"]))
+    def from_json(cls, f: Fields) -> SentRows:
+        return cls(f.take("table", str), f.take("action", str), f.take("rows", int))
 
 
 @dataclass(frozen=True)
@@ -163,23 +187,39 @@ class Batch:
     def to_json(self) -> dict[str, Any]:
         """The batch as plan.json holds it: actions in the wire format Tableau reads."""
         return {
-            **vars(self),
             "actions": [a.to_json() for a in self.actions],
-            "rows": [vars(r) for r in self.rows],
+            "payload": self.payload,
+            "rows": [r.to_json() for r in self.rows],
             "changes": list(self.changes),
+            "payload_bytes": self.payload_bytes,
+            "attempt": self.attempt,
+            "job_id": self.job_id,
+            "done": self.done,
             "units": list(self.units),
+            "requested": self.requested,
         }
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Batch:
+    def from_json(cls, f: Fields) -> Batch:
+        actions = f.take("actions", list)
+        try:
+            parsed = tuple(parse_batch(actions))
+        except ActionValidationError as error:
+            raise FieldError(f"field '{f.name('actions')}': {error}") from error
+        units = f.take("units", list, [])
+        if not all(isinstance(u, int) and not isinstance(u, bool) for u in units):
+            raise FieldError(f"field '{f.name('units')}' is {units!r}, not whole numbers")
         return cls(
-            **{
-                **body,
-                "actions": tuple(parse_batch(body["actions"])),
-                "rows": tuple(SentRows.from_json(r) for r in body["rows"]),
-                "changes": tuple(body["changes"]),
-                "units": tuple(body.get("units", ())),
-            }
+            actions=parsed,
+            payload=f.optional("payload", str),
+            rows=f.each("rows", SentRows.from_json),
+            changes=f.strings("changes"),
+            payload_bytes=f.take("payload_bytes", int, 0),
+            attempt=f.take("attempt", int, 0),
+            job_id=f.optional("job_id", str),
+            done=f.take("done", bool, False),
+            units=tuple(units),
+            requested=f.take("requested", bool, False),
         )
 
 
@@ -216,31 +256,42 @@ class Plan:
         return self.rows or tuple(r for b in self.batches for r in b.rows)
 
     def to_json(self) -> dict[str, Any]:
+        """The plan as `plan.json` holds it (`PLAN`), each change a versioned record."""
         return {
-            "format_version": FORMAT_VERSION,
-            **vars(self),
-            "changes": [c.to_json() for c in self.changes],
+            "kind": self.kind,
+            "reason": self.reason,
+            "changes": [CHANGE_RECORD.to_json(c) for c in self.changes],
             "fingerprint": self.fingerprint.to_json(),
             "target": self.target.to_json() if self.target else None,
             "tables": list(self.tables),
-            "rows": [vars(r) for r in self.rows],
+            "position": self.position,
+            "rows": [r.to_json() for r in self.rows],
             "batches": [b.to_json() for b in self.batches],
+            "payload_bytes": self.payload_bytes,
+            "started_tracking": self.started_tracking,
+            "id": self.id,
+            "database_version": self.database_version,
         }
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Plan:
-        target = body.get("target")
+    def from_json(cls, f: Fields) -> Plan:
+        kind = f.take("kind", str)
+        if kind not in ("full", "update"):
+            raise FieldError(f"field 'kind' is {kind!r}, not 'full' or 'update'")
         return cls(
-            **{
-                **{k: v for k, v in body.items() if k != "format_version"},
-                "changes": tuple(Change.from_json(c) for c in body["changes"]),
-                "fingerprint": Fingerprint.from_json(body["fingerprint"]),
-                "target": Target.from_json(target) if target else None,
-                "tables": tuple(body.get("tables", ())),
-                "position": int(body.get("position", 0)),
-                "rows": tuple(SentRows.from_json(r) for r in body.get("rows", ())),
-                "batches": tuple(Batch.from_json(b) for b in body.get("batches", ())),
-            }
+            kind="full" if kind == "full" else "update",
+            reason=f.take("reason", str),
+            changes=f.each("changes", CHANGE_RECORD.take),
+            fingerprint=Fingerprint.from_field(f, "fingerprint"),
+            target=None if f.absent("target") else f.nested("target", Target.from_json),
+            tables=f.strings("tables", ()),
+            position=f.take("position", int, 0),
+            rows=f.each("rows", SentRows.from_json, ()),
+            batches=f.each("batches", Batch.from_json, ()),
+            payload_bytes=f.take("payload_bytes", int, 0),
+            started_tracking=f.take("started_tracking", bool, False),
+            id=f.take("id", str) if f.has("id") else uuid.uuid4().hex,
+            database_version=f.optional("database_version", int),
         )
 
 
@@ -262,8 +313,8 @@ class PublishState:
         return replace(self, position=plan.position, tables=plan.tables)
 
     def to_json(self) -> dict[str, Any]:
+        """The state as `published.json` holds it (`PUBLISH_STATE`)."""
         return {
-            "format_version": FORMAT_VERSION,
             "target": self.target.to_json(),
             "datasource_id": self.datasource_id,
             "fingerprint": self.fingerprint.to_json(),
@@ -274,18 +325,15 @@ class PublishState:
         }
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> PublishState:
-        if not isinstance(body["datasource_id"], str):
-            raise TypeError("datasource_id must be a string")
-        tables = body.get("tables")
+    def from_json(cls, f: Fields) -> PublishState:
         return cls(
-            Target.from_json(body["target"]),
-            body["datasource_id"],
-            Fingerprint.from_json(body.get("fingerprint", {})),
-            body.get("database_version"),
-            int(body.get("position", 0)),
-            None if tables is None else tuple(tables),
-            _optional_int(body.get("copy_bytes")),
+            f.nested("target", Target.from_json),
+            f.take("datasource_id", str),
+            Fingerprint.from_field(f, "fingerprint"),
+            f.optional("database_version", int),
+            f.take("position", int, 0),
+            None if f.absent("tables") else f.strings("tables"),
+            f.optional("copy_bytes", int),
         )
 
 
@@ -336,27 +384,27 @@ class PublishResult:
         )
 
 
-def _optional_int(value: object) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int):
-        raise TypeError(f"expected a whole number or null, got {value!r}")
-    return value
+#: `plan.json`.
+PLAN = SavedFormat(FORMAT_VERSION, Plan.from_json, Plan.to_json, FULL_WAY_OUT)
+#: `published.json`.
+PUBLISH_STATE = SavedFormat(
+    FORMAT_VERSION, PublishState.from_json, PublishState.to_json, FULL_WAY_OUT
+)
 
 
 def read_plan(path: Path) -> Plan | None:
     """The plan saved at `path`, None when there is none."""
-    if not path.exists():
-        return None
-    return read_json(path, Plan.from_json, FULL_WAY_OUT, versioned=FORMAT_VERSION)
+    return PLAN.read(path) if path.exists() else None
 
 
-def read_state(path: Path) -> PublishState | None:
-    """The publish state saved at `path`, None when there is none."""
-    if not path.exists():
-        return None
-    return read_json(path, PublishState.from_json, FULL_WAY_OUT, versioned=FORMAT_VERSION)
+def read_state(path: Path, way_out: str | None = None) -> PublishState | None:
+    """The publish state saved at `path`, None when there is none; `way_out` says what to
+    do when it cannot be read (else: publish with full=True)."""
+    return PUBLISH_STATE.read(path, way_out) if path.exists() else None
 
 
 def save(path: Path, saved: Plan | PublishState) -> None:
-    write_json(path, saved.to_json())
+    if isinstance(saved, Plan):
+        PLAN.write(path, saved)
+    else:
+        PUBLISH_STATE.write(path, saved)

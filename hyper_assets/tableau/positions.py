@@ -22,12 +22,10 @@ import shutil
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from hyper_assets._files import read_json
 from hyper_assets.errors import CorruptFileError
 from hyper_assets.outbox import Change, Outbox
-from hyper_assets.tableau.plan import FORMAT_VERSION, PublishState, Target
+from hyper_assets.tableau.plan import Target, read_plan, read_state
 from hyper_assets.tables import table_label
 
 log = logging.getLogger(__name__)
@@ -50,9 +48,8 @@ def adopt(outbox: Outbox, directory: Path, target: Target) -> None:
     legacy = outbox.directory / STATE
     if (directory / STATE).exists() or not legacy.exists():
         return
-    way_out = "Delete it, and publish with full=True"
-    state = read_json(legacy, PublishState.from_json, way_out, versioned=FORMAT_VERSION)
-    if state.target != target:
+    state = read_state(legacy, "Delete it, and publish with full=True")
+    if state is None or state.target != target:
         return
     directory.mkdir(parents=True, exist_ok=True)
     if (outbox.directory / "plan").exists():
@@ -68,17 +65,15 @@ class Position:
     tables: tuple[str, ...] | None
 
 
-def _position(body: Any) -> Position:
-    tables = body.get("tables")  # an adopted state of an earlier version has none
-    return Position(int(body.get("position", 0)), None if tables is None else tuple(tables))
-
-
 def position(directory: Path) -> Position | None:
-    """The data source's position: from its publish state, else from its first saved plan."""
-    for name in (STATE, PLAN):
-        if (directory / name).exists():
-            return read_json(directory / name, _position, "", versioned=FORMAT_VERSION)
-    return None
+    """The data source's position: from its publish state, else from its first saved plan.
+    A state adopted from an earlier version, or a plan saved before plans named their
+    tables, names none: it holds every table."""
+    state = read_state(directory / STATE)
+    if state is not None:
+        return Position(state.position, state.tables)
+    plan = read_plan(directory / PLAN)
+    return None if plan is None else Position(plan.position, plan.tables or None)
 
 
 def highest(outbox: Outbox) -> int:

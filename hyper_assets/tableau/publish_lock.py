@@ -2,21 +2,43 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 
-from hyper_assets._files import file_mode, write_json
-from hyper_assets.errors import PublishLockedError
+from hyper_assets._files import file_mode
+from hyper_assets._saved import Fields, SavedFormat
+from hyper_assets.errors import CorruptFileError, PublishLockedError
 
 #: Longer than a publish takes within the client's default job and request timeouts.
 DEFAULT_LOCK_TIMEOUT_SECONDS = 2 * 3600.0
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The process holding the lock, in its holder file; `since`: an ISO 8601 time."""
+
+    pid: int
+    host: str
+    since: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "host": self.host, "since": self.since}
+
+    @classmethod
+    def from_json(cls, f: Fields) -> Holder:
+        return cls(f.take("pid", int), f.take("host", str), f.take("since", str))
+
+
+#: The holder file (written without a version before this one: version 1).
+HOLDER = SavedFormat(1, Holder.from_json, Holder.to_json, "It only names the holder.")
 
 
 @contextmanager
@@ -38,7 +60,7 @@ def publishing(lock_path: Path, holder_path: Path, timeout: float, what: str) ->
         ) from error
     try:
         since = datetime.now(UTC).isoformat(timespec="seconds")
-        write_json(holder_path, {"pid": os.getpid(), "host": socket.gethostname(), "since": since})
+        HOLDER.write(holder_path, Holder(os.getpid(), socket.gethostname(), since))
         yield
     finally:
         lock.release()
@@ -46,7 +68,7 @@ def publishing(lock_path: Path, holder_path: Path, timeout: float, what: str) ->
 
 def _holder(path: Path) -> str:
     try:
-        holder = json.loads(path.read_text())
-        return f"process {holder['pid']} on {holder['host']}, publishing since {holder['since']}"
-    except (OSError, ValueError, KeyError, TypeError):
+        holder = HOLDER.read(path)
+    except (OSError, CorruptFileError):
         return "a process that did not say who it is"
+    return f"process {holder.pid} on {holder.host}, publishing since {holder.since}"
