@@ -1,5 +1,5 @@
 """Internal: what config models share: settings that may be a `dagster.EnvVar`, read as
-their value (`plain`); fields holding a secret (`secret`); the fields a model was given
+their value (`plain`); fields holding a secret (`secret_field`); the fields a model was given
 away from their defaults (`changed`)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def plain(setting: str | None, what: str) -> str | None:
     return value
 
 
-def secret(description: str, **field: Any) -> Any:
+def secret_field(description: str, **field: Any) -> Any:
     """A config field holding a secret: marked secret for Dagster (its UI and run config
     hide it) and left out of `repr`. Give its value as `dagster.EnvVar`; read it with
     `plain`, and pass it only to the client that needs it."""

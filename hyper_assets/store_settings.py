@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from dagster import Config, EnvVar
 from pydantic import Field, field_validator
 
-from hyper_assets._env import secret
+from hyper_assets._env import secret_field
 from hyper_assets.errors import ConfigurationError
 
 
@@ -27,10 +27,12 @@ class S3Settings(Config):
     )
     region: str | None = Field(default=None, description="The bucket's region.")
     access_key_id: str | None = Field(default=None, description="AWS access key id.")
-    secret_access_key: str | None = secret(
+    secret_access_key: str | None = secret_field(
         "Secret access key: pass dagster.EnvVar(..).", default=None
     )
-    session_token: str | None = secret("Session token: pass dagster.EnvVar(..).", default=None)
+    session_token: str | None = secret_field(
+        "Session token: pass dagster.EnvVar(..).", default=None
+    )
 
     @field_validator("endpoint_url")
     @classmethod
@@ -53,8 +55,10 @@ class AzureSettings(Config):
     account_name: str | None = Field(
         default=None, description="The storage account (an abfss:// URI names it)."
     )
-    account_key: str | None = secret("The account's key: pass dagster.EnvVar(..).", default=None)
-    sas_token: str | None = secret(
+    account_key: str | None = secret_field(
+        "The account's key: pass dagster.EnvVar(..).", default=None
+    )
+    sas_token: str | None = secret_field(
         "A shared access signature: pass dagster.EnvVar(..).", default=None
     )
     endpoint: str | None = Field(
