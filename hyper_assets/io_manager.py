@@ -69,7 +69,7 @@ from hyper_assets.pending_keys import PendingKeys
 from hyper_assets.preflight import check_database_path, check_frame
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
-from hyper_assets.spec import TableSpec, WriteMode, input_columns
+from hyper_assets.spec import DEFAULT_SCHEMA, TableSpec, WriteMode, input_columns
 from hyper_assets.staging import (
     RemoteRoot,
     S3Staging,
@@ -124,7 +124,7 @@ class HyperIOManager(ConfigurableIOManager):
         description="The Hyper process settings; not with a hyper_database, which has its own.",
     )
     default_schema: str = Field(
-        default="Extract", description="Schema of assets whose key has one part."
+        default=DEFAULT_SCHEMA, description="Schema of assets whose key has one part."
     )
     staging_dir: str | None = Field(
         default=None,
