@@ -1,6 +1,6 @@
 """Internal: what config models share: settings that may be a `dagster.EnvVar`, read as
-their value (`plain`); fields holding a secret (`secret_field`); the fields a model was given
-away from their defaults (`changed`)."""
+their value (`plain`) or not known yet (`from_env`); fields holding a secret
+(`secret_field`); the fields a model was given away from their defaults (`changed`)."""
 
 from __future__ import annotations
 
@@ -46,3 +46,10 @@ def changed(model: BaseModel) -> list[str]:
     default = type(model)()
     fields = type(model).model_fields
     return [name for name in fields if getattr(model, name) != getattr(default, name)]
+
+
+def from_env(data: Any, field: str) -> bool:
+    """Whether a model's input `data` gives `field` as an `EnvVar`. Its value is known only
+    when Dagster reads it for a run (and builds the model again, with the value); while
+    the model is validated, pydantic shows the variable's name as the field's value."""
+    return isinstance(data, dict) and isinstance(data.get(field), EnvVar)

@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from dagster import ConfigurableResource, EnvVar
-from pydantic import Field, model_validator
+from dagster import ConfigurableResource
+from pydantic import Field, ModelWrapValidatorHandler, model_validator
 
-from hyper_assets._env import changed
+from hyper_assets._env import changed, from_env
 from hyper_assets.collect import collect_quietly
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.generations import Generations, Manifest, WorkingCopy
@@ -84,10 +85,7 @@ class HomeSettings(StoreCredentials):
 
 def check_home(database: str, settings: HomeSettings, name: str) -> None:
     """Refuses `settings` (given as `name`=) that the home `database` would ignore: any
-    for a local path, a store's settings for another kind of store. A `database` given as
-    an `EnvVar` is checked when Dagster reads it, at the resource's setup."""
-    if isinstance(database, EnvVar):
-        return
+    for a local path, a store's settings for another kind of store."""
     home = parse_home(database)
     if isinstance(home, StoreHome):
         credentials_for(settings, home)
@@ -120,10 +118,15 @@ class HyperDatabase(ConfigurableResource):
         description="The working copy and the lease of an object-store home.",
     )
 
-    @model_validator(mode="after")
-    def _settings_it_uses(self) -> HyperDatabase:
-        check_home(self.database, self.settings, "settings")
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _settings_it_uses(
+        cls, data: Any, validate: ModelWrapValidatorHandler[HyperDatabase]
+    ) -> HyperDatabase:
+        database = validate(data)
+        if not from_env(data, "database"):  # else checked when the run reads it
+            check_home(database.database, database.settings, "settings")
+        return database
 
     @property
     def home(self) -> Path | StoreHome:

@@ -24,12 +24,12 @@ from dagster import (
     InputContext,
     OutputContext,
 )
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 from pyspark.sql import DataFrame as SparkDataFrame
 from pyspark.sql.types import StructType
 from tableauhyperapi import Connection, TableName
 
-from hyper_assets._env import changed
+from hyper_assets._env import changed, from_env
 from hyper_assets._sql import count_rows, transaction
 from hyper_assets.compaction import AutoCompact, CompactResult, compact_if_wasteful
 from hyper_assets.errors import (
@@ -185,17 +185,27 @@ class HyperIOManager(ConfigurableIOManager):
             "hyper_database": data["database"]
         }
 
-    @model_validator(mode="after")
-    def _settings_it_uses(self) -> HyperIOManager:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _settings_it_uses(
+        cls, data: Any, validate: ModelWrapValidatorHandler[HyperIOManager]
+    ) -> HyperIOManager:
         """Refuses, at definition and not at the first write, settings that would be
-        ignored and stores it cannot serve; nothing connects to a store here."""
+        ignored and stores it cannot serve; nothing connects to a store here. A database
+        from an EnvVar is checked when the run reads it, at the resource's setup."""
+        manager = validate(data)
+        manager._refuse_ignored(check_database=not from_env(data, "database"))
+        return manager
+
+    def _refuse_ignored(self, check_database: bool) -> None:
         if self.hyper_database is None:
             if not self.database:
                 raise ConfigurationError(
                     "HyperIOManager needs database=: the .hyper file's path or URI, or a "
                     "HyperDatabase resource."
                 )
-            check_home(self.database, self.home_settings, "home_settings")
+            if check_database:
+                check_home(self.database, self.home_settings, "home_settings")
         elif self.database:
             raise ConfigurationError(
                 "HyperIOManager got both database= and hyper_database=: give one."
@@ -217,7 +227,6 @@ class HyperIOManager(ConfigurableIOManager):
                     "channel, never through that store, so it would be ignored. Leave "
                     "staging_dir (and staging_s3) out, or use staging_mode='auto' or 'shared'."
                 )
-        return self
 
     @property
     def staging(self) -> StagingArea:

@@ -34,12 +34,12 @@ class S3Settings(Config):
         "Session token: pass dagster.EnvVar(..).", default=None
     )
 
-    @field_validator("endpoint_url")
+    @field_validator("endpoint_url", mode="before")
     @classmethod
-    def _endpoint_with_scheme(cls, endpoint: str | None) -> str | None:
-        # An EnvVar's value is checked when Dagster reads it, at the resource's setup.
-        given = endpoint and not isinstance(endpoint, EnvVar)
-        if given and urlparse(endpoint).scheme not in ("http", "https"):
+    def _endpoint_with_scheme(cls, endpoint: object) -> object:
+        # Before pydantic reads an EnvVar as its name; its value is checked in the run.
+        given = isinstance(endpoint, str) and not isinstance(endpoint, EnvVar)
+        if given and urlparse(str(endpoint)).scheme not in ("http", "https"):
             raise ConfigurationError(
                 f"S3 endpoint_url {endpoint!r} needs its scheme: http://host:port or "
                 "https://host:port."
