@@ -28,7 +28,7 @@ assets are built in `.tables`, the publish assets in `.publish`, `adopt` in `.ad
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -175,6 +175,7 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             raise ComponentSpecError(
                 "attributes", "declares no table: list `tables`, or `adopt` existing assets"
             )
+        self._refuse_ignored_checks()
         names = check_names(self.tables)
         root = context.project_root
         tables = [table_asset(self, i, t, names, root) for i, t in enumerate(self.tables)]
@@ -219,6 +220,33 @@ class HyperExtractComponent(dg.Component, dg.Resolvable):
             io_manager_key=self.hyper_io_manager_key,
             partitioned=self.checks.partitioned,
         )
+
+    def _refuse_ignored_checks(self) -> None:
+        """Check settings no check would read: a publish lag without a publish, and any
+        with the checks disabled."""
+        checks = self.checks
+        if checks.publish_max_lag_minutes is not None and not self._publishes:
+            raise ComponentSpecError(
+                "attributes.checks.publish_max_lag_minutes",
+                "the component publishes no data source, so it would be ignored: add "
+                "`publish`, or leave the lag out",
+            )
+        if checks.enabled:
+            return
+        default = ChecksSpec()
+        ignored = [
+            f"checks.{f.name}"
+            for f in fields(checks)
+            if f.name != "enabled" and getattr(checks, f.name) != getattr(default, f.name)
+        ]
+        ignored += [f"tables[{i}].not_null" for i, t in enumerate(self.tables) if t.not_null]
+        ignored += ["adopt.not_null"] if self.adopt and self.adopt.not_null else []
+        if ignored:
+            raise ComponentSpecError(
+                "attributes.checks.enabled",
+                f"is false, so the component defines no checks, and {', '.join(ignored)} "
+                "would be ignored: remove them, or enable the checks",
+            )
 
     @property
     def _publishes(self) -> list[tuple[str, PublishSpec]]:

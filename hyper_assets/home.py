@@ -21,15 +21,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dagster import ConfigurableResource
-from pydantic import Field
+from pydantic import Field, ModelWrapValidatorHandler, model_validator
 
+from hyper_assets._env import changed, from_env
 from hyper_assets.collect import collect_quietly
+from hyper_assets.errors import ConfigurationError
 from hyper_assets.generations import Generations, Manifest, WorkingCopy
 from hyper_assets.lease import Lease
 from hyper_assets.resource import HyperResource
-from hyper_assets.stores import StoreCredentials, StoreHome, parse_store
+from hyper_assets.stores import StoreCredentials, StoreHome, credentials_for, parse_store
 
 #: `scheme:` at the start of a URI (RFC 3986); one letter would be a Windows drive.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
@@ -53,7 +56,7 @@ def relative_to(database: str, root: Path) -> str:
 
 class HomeSettings(StoreCredentials):
     """How a run works with an object-store home, and how it reaches the store (its
-    `s3` or `azure` settings); ignored for a local path."""
+    `s3` or `azure` settings); refused for a local path (`check_home`)."""
 
     working_dir: str | None = Field(
         default=None,
@@ -80,6 +83,23 @@ class HomeSettings(StoreCredentials):
     )
 
 
+def check_home(database: str, settings: HomeSettings, name: str) -> None:
+    """Refuses `settings` (given as `name`=) that the home `database` would ignore: any
+    for a local path, a store's settings for another kind of store."""
+    home = parse_home(database)
+    if isinstance(home, StoreHome):
+        credentials_for(settings, home)
+        return
+    ignored = changed(settings)
+    if ignored:
+        given = ", ".join(f"{field}=..." for field in ignored)
+        raise ConfigurationError(
+            f"database={database!r} is a local path, and {name}=HomeSettings({given}) serves "
+            f"an object-store home only: it would be ignored. Remove {name}, or give the "
+            "URI of a store (file:///absolute/path/extract.hyper for one machine)."
+        )
+
+
 class HyperDatabase(ConfigurableResource):
     """One `.hyper` extract's home: a local path, or an object store with a local
     working copy and a lease, and the Hyper process that opens it."""
@@ -97,6 +117,16 @@ class HyperDatabase(ConfigurableResource):
         default_factory=HomeSettings,
         description="The working copy and the lease of an object-store home.",
     )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _settings_it_uses(
+        cls, data: Any, validate: ModelWrapValidatorHandler[HyperDatabase]
+    ) -> HyperDatabase:
+        database = validate(data)
+        if not from_env(data, "database"):  # else checked when the run reads it
+            check_home(database.database, database.settings, "settings")
+        return database
 
     @property
     def home(self) -> Path | StoreHome:

@@ -24,11 +24,12 @@ from dagster import (
     InputContext,
     OutputContext,
 )
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 from pyspark.sql import DataFrame as SparkDataFrame
 from pyspark.sql.types import StructType
 from tableauhyperapi import Connection, TableName
 
+from hyper_assets._env import changed, from_env
 from hyper_assets._sql import count_rows, transaction
 from hyper_assets.compaction import AutoCompact, CompactResult, compact_if_wasteful
 from hyper_assets.errors import (
@@ -39,7 +40,7 @@ from hyper_assets.errors import (
 )
 from hyper_assets.frames import arrow_stream, python_loader
 from hyper_assets.geography import as_geography
-from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
+from hyper_assets.home import HomeSettings, HyperDatabase, check_home
 from hyper_assets.identity import (
     WriteGuard,
     give_identity,
@@ -68,8 +69,9 @@ from hyper_assets.pending_keys import PendingKeys
 from hyper_assets.preflight import check_database_path, check_frame
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
-from hyper_assets.spec import TableSpec, WriteMode, input_columns
+from hyper_assets.spec import DEFAULT_SCHEMA, TableSpec, WriteMode, input_columns
 from hyper_assets.staging import (
+    RemoteRoot,
     S3Staging,
     Staged,
     StagingArea,
@@ -98,6 +100,11 @@ class HyperIOManager(ConfigurableIOManager):
     `database` is the file's path or URI, or a `HyperDatabase` resource
     (`HyperIOManager(database=HyperDatabase(...))`) that the checks and the publish can
     take too (`database_key=`); the IO manager alone serves them as well.
+
+    A setting that would be ignored is refused when the IO manager is defined: `hyper` or
+    `home_settings` beside a `HyperDatabase` (it has its own), `home_settings` for a
+    local path, a store's settings for another store, and a remote `staging_dir` with
+    `staging_mode="stream"`.
     """
 
     database: str = Field(
@@ -114,10 +121,10 @@ class HyperIOManager(ConfigurableIOManager):
     )
     hyper: HyperResource = Field(
         default_factory=HyperResource,
-        description="The Hyper process settings (a hyper_database has its own).",
+        description="The Hyper process settings; not with a hyper_database, which has its own.",
     )
     default_schema: str = Field(
-        default="Extract", description="Schema of assets whose key has one part."
+        default=DEFAULT_SCHEMA, description="Schema of assets whose key has one part."
     )
     staging_dir: str | None = Field(
         default=None,
@@ -153,7 +160,8 @@ class HyperIOManager(ConfigurableIOManager):
     home_settings: HomeSettings = Field(
         default_factory=HomeSettings,
         description="For an object-store database: where a run keeps its working copy, "
-        "and how long a writer's lease lasts.",
+        "and how long a writer's lease lasts. Not for a local path, nor with a "
+        "hyper_database, which has its own.",
     )
 
     _staging: StagingArea | None = PrivateAttr(default=None)
@@ -166,34 +174,59 @@ class HyperIOManager(ConfigurableIOManager):
         settings are then its own, not given twice."""
         if not isinstance(data, dict) or not isinstance(data.get("database"), HyperDatabase):
             return data
-        twice = sorted({"hyper", "home_settings", "hyper_database"} & data.keys())
-        if twice:
+        if "hyper_database" in data:
             raise ConfigurationError(
-                f"HyperIOManager got database=HyperDatabase(...) and {', '.join(twice)}: "
-                "give the Hyper and home settings to the HyperDatabase alone."
+                "HyperIOManager got both database= and hyper_database=: give one."
             )
+        twice = sorted({"hyper", "home_settings"} & data.keys())
+        if twice:
+            raise _given_twice("database=HyperDatabase(...)", twice)
         return {k: v for k, v in data.items() if k != "database"} | {
             "hyper_database": data["database"]
         }
 
-    @model_validator(mode="after")
-    def _known_store(self) -> HyperIOManager:
-        # An unknown scheme, or staging_s3 without s3://, fails at definition, not at the
-        # first write; nothing connects to the store here.
+    @model_validator(mode="wrap")
+    @classmethod
+    def _settings_it_uses(
+        cls, data: Any, validate: ModelWrapValidatorHandler[HyperIOManager]
+    ) -> HyperIOManager:
+        """Refuses, at definition and not at the first write, settings that would be
+        ignored and stores it cannot serve; nothing connects to a store here. A database
+        from an EnvVar is checked when the run reads it, at the resource's setup."""
+        manager = validate(data)
+        manager._refuse_ignored(check_database=not from_env(data, "database"))
+        return manager
+
+    def _refuse_ignored(self, check_database: bool) -> None:
         if self.hyper_database is None:
             if not self.database:
                 raise ConfigurationError(
                     "HyperIOManager needs database=: the .hyper file's path or URI, or a "
                     "HyperDatabase resource."
                 )
-            parse_home(self.database)
+            if check_database:
+                check_home(self.database, self.home_settings, "home_settings")
         elif self.database:
             raise ConfigurationError(
                 "HyperIOManager got both database= and hyper_database=: give one."
             )
+        else:  # Dagster passes the two back at their defaults when it builds the resource
+            ignored = [
+                name
+                for name, settings in (("hyper", self.hyper), ("home_settings", self.home_settings))
+                if changed(settings)
+            ]
+            if ignored:
+                raise _given_twice("hyper_database=", ignored)
         if self.staging_dir or self.staging_s3:
-            parse_root(self.staging_dir or "", self.staging_s3)
-        return self
+            root = parse_root(self.staging_dir or "", self.staging_s3)
+            if self.staging_mode is StagingMode.STREAM and isinstance(root, RemoteRoot):
+                raise ConfigurationError(
+                    f"HyperIOManager got staging_mode='stream' and staging_dir="
+                    f"{self.staging_dir!r}: streamed rows come through the Spark Connect "
+                    "channel, never through that store, so it would be ignored. Leave "
+                    "staging_dir (and staging_s3) out, or use staging_mode='auto' or 'shared'."
+                )
 
     @property
     def staging(self) -> StagingArea:
@@ -446,6 +479,17 @@ class HyperIOManager(ConfigurableIOManager):
 
 
 _T = TypeVar("_T")
+
+
+def _given_twice(spelling: str, ignored: Sequence[str]) -> ConfigurationError:
+    """The IO manager got its home as a resource and settings the resource has its own of."""
+    given = " and ".join(f"{name}=" for name in ignored)
+    return ConfigurationError(
+        f"HyperIOManager got {spelling} and {given}, which it would ignore (the file is "
+        "opened with the HyperDatabase's own settings): give the Hyper and home settings "
+        "to the HyperDatabase alone, HyperDatabase(database=..., hyper=HyperResource(...), "
+        "settings=HomeSettings(...))."
+    )
 
 
 def _delete(connection: Connection, table: TableName, window: Window) -> int:

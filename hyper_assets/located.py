@@ -20,10 +20,7 @@ from typing import Any
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.home import HyperDatabase
 from hyper_assets.io_manager import HyperIOManager
-from hyper_assets.spec import TableSpec
-
-#: The schema of one-part asset keys, unless the IO manager says otherwise.
-DEFAULT_SCHEMA = "Extract"
+from hyper_assets.spec import DEFAULT_SCHEMA, TableSpec
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ from hyper_assets.errors import ConfigurationError, DatabaseLockedError, TableNo
 from hyper_assets.process import HyperSettings, SharedHyper, acquire, release
 from hyper_assets.types import NEWEST_VERSION
 
+#: hyperd parameters that `HyperResource` sets from a field of its own.
+_FIELD_PARAMETERS = {"log_dir", "default_database_version"}
+
 
 class HyperResource(ConfigurableResource):
     """Owns one Hyper process per Python process, started on first use."""
@@ -63,7 +66,16 @@ class HyperResource(ConfigurableResource):
     _hyper: SharedHyper | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _versions_in_order(self) -> HyperResource:
+    def _settings_agree(self) -> HyperResource:
+        fields = sorted(_FIELD_PARAMETERS & self.parameters.keys())
+        if fields:
+            given = " and ".join(f"{name}=" for name in fields)
+            raise ConfigurationError(
+                f"HyperResource got parameters holding {', '.join(map(repr, fields))}, which "
+                f"its fields {given} set: hyperd would follow the parameters, this library the "
+                f"fields. Give {given} to HyperResource itself, and leave them out of "
+                "parameters."
+            )
         if self.default_database_version > self.max_database_version:
             raise ConfigurationError(
                 f"HyperResource(default_database_version={self.default_database_version}) is "

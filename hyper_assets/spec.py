@@ -29,6 +29,10 @@ class WriteMode(StrEnum):
 #: The write modes metadata may declare; the others follow from the partitioning.
 DECLARED_MODES = (WriteMode.APPEND, WriteMode.UPSERT)
 
+#: The schema of assets whose key has one part, unless the IO manager's `default_schema`
+#: says otherwise.
+DEFAULT_SCHEMA = "Extract"
+
 PartitionExpr = str | Mapping[str, str]
 
 

@@ -30,10 +30,10 @@ from urllib.request import url2pathname
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from dagster import Config
-from pydantic import Field
 
+from hyper_assets._env import plain
 from hyper_assets.errors import ConfigurationError, StagingStoreError
+from hyper_assets.store_settings import S3Settings
 
 
 def default_staging_root() -> Path:
@@ -80,21 +80,10 @@ REMOTE_SCHEMES = {
 }
 
 
-class S3Staging(Config):
-    """How this process reaches an s3:// staging_dir; unset fields fall back to the AWS
-    default chain (environment, profile, instance role). Spark uses its own settings."""
-
-    access_key_id: str | None = Field(default=None, description="AWS access key id.")
-    secret_access_key: str | None = Field(
-        default=None, repr=False, description="Secret key: pass dagster.EnvVar(..)."
-    )
-    session_token: str | None = Field(
-        default=None, repr=False, description="Session token: pass dagster.EnvVar(..)."
-    )
-    region: str | None = Field(default=None, description="The bucket's region.")
-    endpoint_url: str | None = Field(
-        default=None, description="An S3-compatible endpoint, e.g. http://minio:9000."
-    )
+#: How this process reaches an s3:// staging_dir (`HyperIOManager(staging_s3=...)`): the
+#: home's `S3Settings`, one model. Unset fields fall back to the AWS default chain
+#: (environment, profile, instance role); Spark uses its own settings (fs.s3a.*).
+S3Staging = S3Settings
 
 
 @dataclass(frozen=True)
@@ -103,25 +92,22 @@ class RemoteRoot:
 
     uri: str
     scheme: str  # pyarrow's name for the store
-    s3: S3Staging | None = None
+    s3: S3Settings | None = None
 
     def connect(self) -> tuple[pafs.FileSystem, str]:
         """pyarrow's file system for the store, and the root's path in it."""
         parsed = urlparse(self.uri)
         if self.scheme != "s3":
             return pafs.FileSystem.from_uri(self.scheme + self.uri[len(parsed.scheme) :])
-        options = self.s3 or S3Staging()
-        endpoint = urlparse(options.endpoint_url) if options.endpoint_url else None
-        if endpoint and endpoint.scheme not in ("http", "https"):
-            raise ConfigurationError(
-                f"staging_s3.endpoint_url {options.endpoint_url!r} needs its scheme: "
-                "http://host:port or https://host:port."
-            )
-        region = options.region or (None if endpoint else pafs.resolve_s3_region(parsed.netloc))
+        options = self.s3 or S3Settings()
+        endpoint_url = plain(options.endpoint_url, "staging_s3.endpoint_url")
+        endpoint = urlparse(endpoint_url) if endpoint_url else None
+        given_region = plain(options.region, "staging_s3.region")
+        region = given_region or (None if endpoint else pafs.resolve_s3_region(parsed.netloc))
         filesystem = pafs.S3FileSystem(
-            access_key=options.access_key_id,
-            secret_key=options.secret_access_key,
-            session_token=options.session_token,
+            access_key=plain(options.access_key_id, "staging_s3.access_key_id"),
+            secret_key=plain(options.secret_access_key, "staging_s3.secret_access_key"),
+            session_token=plain(options.session_token, "staging_s3.session_token"),
             region=region,
             endpoint_override=endpoint.netloc if endpoint else None,
             scheme=endpoint.scheme if endpoint else "https",
@@ -129,7 +115,7 @@ class RemoteRoot:
         return filesystem, parsed.netloc + parsed.path
 
 
-def parse_root(root: str, s3: S3Staging | None = None) -> Path | RemoteRoot:
+def parse_root(root: str, s3: S3Settings | None = None) -> Path | RemoteRoot:
     """`root` as a directory of this machine (a path or file:// URI) or a remote store.
 
     Only the URI is checked: nothing connects to the store until a write needs it.
@@ -175,7 +161,7 @@ class StagingArea:
     """
 
     def __init__(
-        self, root: str | Path | RemoteRoot | None = None, s3: S3Staging | None = None
+        self, root: str | Path | RemoteRoot | None = None, s3: S3Settings | None = None
     ) -> None:
         parsed = parse_root(root, s3) if isinstance(root, str) else root or default_staging_root()
         self.remote = parsed if isinstance(parsed, RemoteRoot) else None

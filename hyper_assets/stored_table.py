@@ -17,8 +17,8 @@ from tableauhyperapi import Connection, TableName, escape_name
 
 from hyper_assets.errors import ConfigurationError, TableNotFoundError
 from hyper_assets.identity import latest, read_identity, require_same
-from hyper_assets.located import DEFAULT_SCHEMA, ExtractSource
-from hyper_assets.spec import TableSpec
+from hyper_assets.located import ExtractSource
+from hyper_assets.spec import DEFAULT_SCHEMA, TableSpec
 from hyper_assets.tables import Catalog, table_label
 
 #: How many offending values a failed check shows.

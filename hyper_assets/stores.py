@@ -2,9 +2,10 @@
 
 A home's URI is parsed once into a frozen description of its store, one class per store
 told apart by `scheme` (`S3Home`, `AzureHome`, `LocalHome`), whose `connect` builds the
-obstore store. Credentials come from the home's settings (`S3Settings`, `AzureSettings`;
-give secrets as `dagster.EnvVar`), and where a field is unset from the store's standard
-environment (`AWS_*` as boto3 reads it, `AZURE_STORAGE_*`). They are passed to obstore
+obstore store. Credentials come from the home's settings (`S3Settings`, `AzureSettings`,
+of `hyper_assets.store_settings`; give secrets as `dagster.EnvVar`), and where a field is
+unset from the store's standard environment (`AWS_*` as boto3 reads it,
+`AZURE_STORAGE_*`). They are passed to obstore
 only: never logged, never written to the store, never quoted in an error.
 
 The home needs two conditional writes (`put`): create-if-absent (the commit's manifest,
@@ -38,6 +39,7 @@ from pydantic import Field
 from hyper_assets._env import plain
 from hyper_assets.errors import ConfigurationError, UnsupportedHomeError
 from hyper_assets.generations import store_errors
+from hyper_assets.store_settings import AzureSettings, S3Settings
 
 if TYPE_CHECKING:
     from obstore import PutMode, PutResult
@@ -47,56 +49,6 @@ if TYPE_CHECKING:
 _S3_ENDPOINTS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 #: Where Azure clients read a custom endpoint (Azurite), in their order.
 _AZURE_ENDPOINTS = ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT")
-
-
-class S3Settings(Config):
-    """How to reach an s3:// home; an unset field is read as boto3 and the AWS CLI read
-    it (the environment, the profile, the machine's role)."""
-
-    endpoint_url: str | None = Field(
-        default=None, description="An S3-compatible endpoint, e.g. http://minio:9000."
-    )
-    region: str | None = Field(default=None, description="The bucket's region.")
-    access_key_id: str | None = Field(default=None, description="AWS access key id.")
-    secret_access_key: str | None = Field(
-        default=None,
-        repr=False,
-        json_schema_extra={"dagster__is_secret": True},
-        description="Secret access key: pass dagster.EnvVar(..).",
-    )
-    session_token: str | None = Field(
-        default=None,
-        repr=False,
-        json_schema_extra={"dagster__is_secret": True},
-        description="Session token: pass dagster.EnvVar(..).",
-    )
-
-
-class AzureSettings(Config):
-    """How to reach an az:// or abfss:// home; an unset field is read from the
-    environment (`AZURE_STORAGE_ACCOUNT_NAME`, `AZURE_STORAGE_ACCOUNT_KEY`,
-    `AZURE_STORAGE_SAS_TOKEN`, `AZURE_STORAGE_ENDPOINT`, or a managed identity)."""
-
-    account_name: str | None = Field(
-        default=None, description="The storage account (an abfss:// URI names it)."
-    )
-    account_key: str | None = Field(
-        default=None,
-        repr=False,
-        json_schema_extra={"dagster__is_secret": True},
-        description="The account's key: pass dagster.EnvVar(..).",
-    )
-    sas_token: str | None = Field(
-        default=None,
-        repr=False,
-        json_schema_extra={"dagster__is_secret": True},
-        description="A shared access signature: pass dagster.EnvVar(..).",
-    )
-    endpoint: str | None = Field(
-        default=None,
-        description="Another blob endpoint than https://<account>.blob.core.windows.net, "
-        "e.g. Azurite's http://127.0.0.1:10000/devstoreaccount1.",
-    )
 
 
 class StoreCredentials(Config):
@@ -139,7 +91,7 @@ class S3Home:
 
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store; nothing is sent yet."""
-        settings = _settings(credentials, self)
+        settings = credentials_for(credentials, self)
         given = settings.s3 or S3Settings()
         endpoint = plain(given.endpoint_url, "s3.endpoint_url") or _first_set(_S3_ENDPOINTS)
         options = {
@@ -176,7 +128,7 @@ class AzureHome:
 
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store; nothing is sent yet."""
-        settings = _settings(credentials, self)
+        settings = credentials_for(credentials, self)
         given = settings.azure or AzureSettings()
         endpoint = plain(given.endpoint, "azure.endpoint") or _first_set(_AZURE_ENDPOINTS)
         options = {
@@ -210,7 +162,7 @@ class LocalHome:
 
     def connect(self, credentials: StoreCredentials | None = None) -> ObjectStore:
         """The store (its directory is created if missing)."""
-        _settings(credentials, self)
+        credentials_for(credentials, self)
         with store_errors(self.uri):
             return LocalStore(self.root, mkdir=True)
 
@@ -294,8 +246,9 @@ def put(store: ObjectStore, key: str, body: bytes, mode: PutMode) -> PutResult:
         os.close(directory)
 
 
-def _settings(credentials: StoreCredentials | None, home: StoreHome) -> StoreCredentials:
-    """`credentials`, checked to hold no settings for another kind of store."""
+def credentials_for(credentials: StoreCredentials | None, home: StoreHome) -> StoreCredentials:
+    """`credentials`, checked to hold no settings for another kind of store (which it
+    would ignore)."""
     credentials = credentials or StoreCredentials()
     stray = [
         kind

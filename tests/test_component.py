@@ -674,6 +674,29 @@ TABLEAU = {"server_url": "http://127.0.0.1:9", "sign_in": {"name": "ci", "secret
             "2 data sources are published",
         ),
         (
+            {"tables": [{"name": "a", "source": CSV}], "checks": {"publish_max_lag_minutes": 5}},
+            "checks.publish_max_lag_minutes",
+            "publishes no data source, so it would be ignored",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV, "not_null": ["x"]}],
+                "checks": {"enabled": False, "min_row_ratio": 0.9},
+            },
+            "checks.enabled",
+            "is false, so the component defines no checks, and checks.min_row_ratio, "
+            "tables[0].not_null would be ignored",
+        ),
+        (
+            {
+                "tables": [{"name": "a", "source": CSV}],
+                "adopt": {"defs_path": "assets.py", "keys": ["b"], "not_null": {"b": ["x"]}},
+                "checks": {"enabled": False},
+            },
+            "checks.enabled",
+            "and adopt.not_null would be ignored",
+        ),
+        (
             {
                 "tables": [{"name": "a", "source": CSV}],
                 "publish": [

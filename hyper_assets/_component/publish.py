@@ -9,6 +9,7 @@ import dagster as dg
 
 from hyper_assets._component.specs import PublishSpec
 from hyper_assets.errors import ComponentSpecError
+from hyper_assets.spec import DEFAULT_SCHEMA
 from hyper_assets.tableau.assets import datasource_key, tableau_datasource_asset
 
 if TYPE_CHECKING:
@@ -97,5 +98,5 @@ def _table_names(asset: dg.AssetsDefinition) -> tuple[str, str]:
     """(schema, table) an asset of one key is stored as (the IO manager's defaults)."""
     metadata = asset.specs_by_key[asset.key].metadata
     path = asset.key.path
-    schema = metadata.get("schema") or (path[-2] if len(path) > 1 else "Extract")
+    schema = metadata.get("schema") or (path[-2] if len(path) > 1 else DEFAULT_SCHEMA)
     return schema, metadata.get("table") or path[-1]

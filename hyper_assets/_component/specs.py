@@ -17,6 +17,7 @@ from dagster.components.resolved.core_models import (
     resolve_partitions_def,
 )
 
+from hyper_assets.tableau import defaults
 from hyper_assets.tableau.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS
 from hyper_assets.tableau.resource import ConnectedAppSignIn, TokenSignIn
 
@@ -282,17 +283,17 @@ class TableauServerSpec(dg.Resolvable):
     ]
     site: Annotated[
         str, dg.Resolver.default(description='Site content URL; "" is the default site.')
-    ] = ""
+    ] = defaults.SITE
     verify_tls: Annotated[
         bool, dg.Resolver.default(description="Verify the server's certificate.")
-    ] = True
+    ] = defaults.VERIFY_TLS
     project_match_case: Annotated[
         bool,
         dg.Resolver.default(
             description="Find the project by its exact letter case only; by default a name "
             "in another case finds it when exactly one project matches regardless of case."
         ),
-    ] = False
+    ] = defaults.PROJECT_MATCH_CASE
 
 
 @dataclass(frozen=True)

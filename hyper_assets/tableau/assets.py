@@ -21,8 +21,8 @@ from pydantic import Field
 
 from hyper_assets.errors import ConfigurationError, DataModelError
 from hyper_assets.identity import identity_metadata, latest, read_identity, require_same
-from hyper_assets.located import DEFAULT_SCHEMA, ExtractSource, Located
-from hyper_assets.spec import TableSpec
+from hyper_assets.located import ExtractSource, Located
+from hyper_assets.spec import DEFAULT_SCHEMA, TableSpec
 from hyper_assets.tableau.model import data_model, describe
 from hyper_assets.tableau.publish import (
     DEFAULT_LOCK_TIMEOUT_SECONDS,

@@ -20,9 +20,9 @@ from typing import Any, Literal
 from dagster import Config, ConfigurableResource
 from pydantic import Field
 
-from hyper_assets._env import plain
-from hyper_assets._files import MEGABYTE
+from hyper_assets._env import plain, secret_field
 from hyper_assets.errors import ConfigurationError
+from hyper_assets.tableau import defaults
 from hyper_assets.tableau.client import TableauClient
 from hyper_assets.tableau.connected_app import PUBLISH_SCOPES
 from hyper_assets.tableau.settings import (
@@ -50,9 +50,7 @@ class TokenSignIn(Config):
 
     kind: Literal["token"] = Field(default="token", description="This way to sign in.")
     name: str = Field(description="The personal access token's name.")
-    secret: str = Field(
-        repr=False, description="The token's secret (a secret): pass dagster.EnvVar(..)."
-    )
+    secret: str = secret_field("The token's secret (a secret): pass dagster.EnvVar(..).")
 
     def credentials(self) -> TokenCredentials:
         return TokenCredentials(
@@ -68,9 +66,7 @@ class ConnectedAppSignIn(Config):
     )
     client_id: str = Field(description="The Connected App's client id.")
     secret_id: str = Field(description="The id of one of the app's secrets.")
-    secret_value: str = Field(
-        repr=False, description="That secret's value (a secret): pass dagster.EnvVar(..)."
-    )
+    secret_value: str = secret_field("That secret's value (a secret): pass dagster.EnvVar(..).")
     username: str = Field(description="The Tableau user the app acts as.")
     scopes: list[str] = Field(
         default_factory=lambda: list(PUBLISH_SCOPES),
@@ -91,46 +87,65 @@ class TableauServerResource(ConfigurableResource):
     """Where Tableau is and how to talk to it; `client()` opens a `TableauClient`."""
 
     server_url: str = Field(description="Base URL, e.g. https://tableau.example.com.")
-    site: str = Field(default="", description='Site content URL; "" is the default site.')
+    site: str = Field(
+        default=defaults.SITE, description='Site content URL; "" is the default site.'
+    )
     sign_in: TokenSignIn | ConnectedAppSignIn = Field(
         discriminator="kind",
         description="How to sign in: TokenSignIn (a personal access token) or "
         "ConnectedAppSignIn (a Connected App's JWT).",
     )
     api_version: str | None = Field(
-        default=None, description="REST API version. Default: the server's."
+        default=defaults.API_VERSION, description="REST API version. Default: the server's."
     )
     project_match_case: bool = Field(
-        default=False,
+        default=defaults.PROJECT_MATCH_CASE,
         description="Find projects by their exact letter case only. Default: a name in "
         'another case ("default") finds the project when exactly one matches regardless '
         "of case.",
     )
-    verify_tls: bool = Field(default=True, description="Verify the server's certificate.")
-    connect_timeout_seconds: float = Field(
-        default=10.0, description="Seconds to wait for a connection to the server."
+    verify_tls: bool = Field(
+        default=defaults.VERIFY_TLS, description="Verify the server's certificate."
     )
-    timeout_seconds: float = Field(default=300.0, description="Read/write timeout per request.")
+    connect_timeout_seconds: float = Field(
+        default=defaults.CONNECT_TIMEOUT_SECONDS,
+        description="Seconds to wait for a connection to the server.",
+    )
+    timeout_seconds: float = Field(
+        default=defaults.TIMEOUT_SECONDS, description="Read/write timeout per request."
+    )
     upload_chunk_bytes: int = Field(
-        default=50 * MEGABYTE, description="Files are read and uploaded this much at a time."
+        default=defaults.UPLOAD_CHUNK_BYTES,
+        description="Files are read and uploaded this much at a time.",
     )
     publish_as_job_bytes: int = Field(
-        default=64 * MEGABYTE,
+        default=defaults.PUBLISH_AS_JOB_BYTES,
         description="Whole-file publishes above this run as a server job (asJob=true), polled "
         "to the end, as Tableau's own client does above 64 MB.",
     )
-    max_retries: int = Field(default=5, description="Retries per request (0: none).")
+    max_retries: int = Field(
+        default=defaults.MAX_RETRIES, description="Retries per request (0: none)."
+    )
     retry_initial_delay_seconds: float = Field(
-        default=0.5, description="Delay before the first retry; doubled per retry, jittered."
+        default=defaults.RETRY_INITIAL_DELAY_SECONDS,
+        description="Delay before the first retry; doubled per retry, jittered.",
     )
-    retry_max_delay_seconds: float = Field(default=30.0, description="Longest delay of a retry.")
-    retry_max_total_seconds: float = Field(default=300.0, description="Retry budget per request.")
+    retry_max_delay_seconds: float = Field(
+        default=defaults.RETRY_MAX_DELAY_SECONDS, description="Longest delay of a retry."
+    )
+    retry_max_total_seconds: float = Field(
+        default=defaults.RETRY_MAX_TOTAL_SECONDS, description="Retry budget per request."
+    )
     job_poll_initial_seconds: float = Field(
-        default=0.5, description="Delay before polling a job again; x1.5 per poll."
+        default=defaults.JOB_POLL_INITIAL_SECONDS,
+        description="Delay before polling a job again; x1.5 per poll.",
     )
-    job_poll_max_seconds: float = Field(default=30.0, description="Longest delay between polls.")
+    job_poll_max_seconds: float = Field(
+        default=defaults.JOB_POLL_MAX_SECONDS, description="Longest delay between polls."
+    )
     job_timeout_seconds: float = Field(
-        default=3600.0, description="Give up waiting for a job after this long."
+        default=defaults.JOB_TIMEOUT_SECONDS,
+        description="Give up waiting for a job after this long.",
     )
 
     def __init__(self, **data: Any) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyper_assets._files import MEGABYTE
+from hyper_assets.tableau import defaults
 from hyper_assets.tableau.connected_app import PUBLISH_SCOPES, connected_app_jwt
 from hyper_assets.tableau.transport import HttpSettings, RetryPolicy
 
@@ -57,16 +57,16 @@ SignIn = TokenCredentials | ConnectedAppCredentials
 @dataclass(frozen=True)
 class ClientSettings:
     """Everything a `TableauClient` is configured with; see `TableauServerResource`'s
-    fields for what each means."""
+    fields for what each means (the defaults are `hyper_assets.tableau.defaults`)."""
 
     http: HttpSettings
     sign_in: SignIn
-    site: str = ""
+    site: str = defaults.SITE
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    api_version: str | None = None
-    project_match_case: bool = False
-    upload_chunk_bytes: int = 50 * MEGABYTE
-    publish_as_job_bytes: int = 64 * MEGABYTE
-    job_poll_initial_seconds: float = 0.5
-    job_poll_max_seconds: float = 30.0
-    job_timeout_seconds: float = 3600.0
+    api_version: str | None = defaults.API_VERSION
+    project_match_case: bool = defaults.PROJECT_MATCH_CASE
+    upload_chunk_bytes: int = defaults.UPLOAD_CHUNK_BYTES
+    publish_as_job_bytes: int = defaults.PUBLISH_AS_JOB_BYTES
+    job_poll_initial_seconds: float = defaults.JOB_POLL_INITIAL_SECONDS
+    job_poll_max_seconds: float = defaults.JOB_POLL_MAX_SECONDS
+    job_timeout_seconds: float = defaults.JOB_TIMEOUT_SECONDS

@@ -39,6 +39,7 @@ from hyper_assets.errors import (
     TableauRequestError,
     UnexpectedReplyError,
 )
+from hyper_assets.tableau import defaults
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,10 @@ UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 class RetryPolicy:
     """Exponential backoff with jitter, bounded in retries and in total seconds."""
 
-    max_retries: int = 5
-    initial_delay: float = 0.5
-    max_delay: float = 30.0
-    max_total: float = 300.0
+    max_retries: int = defaults.MAX_RETRIES
+    initial_delay: float = defaults.RETRY_INITIAL_DELAY_SECONDS
+    max_delay: float = defaults.RETRY_MAX_DELAY_SECONDS
+    max_total: float = defaults.RETRY_MAX_TOTAL_SECONDS
 
     def delay(self, retry: int, retry_after: float | None) -> float:
         """Seconds before retry number `retry` (from 0); the server's Retry-After wins."""
@@ -67,9 +68,9 @@ class HttpSettings:
     """Where the server is and how long to wait for it."""
 
     server_url: str
-    verify_tls: bool = True
-    connect_timeout_seconds: float = 10.0
-    timeout_seconds: float = 300.0
+    verify_tls: bool = defaults.VERIFY_TLS
+    connect_timeout_seconds: float = defaults.CONNECT_TIMEOUT_SECONDS
+    timeout_seconds: float = defaults.TIMEOUT_SECONDS
 
 
 class Transport:
