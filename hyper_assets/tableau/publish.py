@@ -1,9 +1,10 @@
 """Publish a `.hyper` file to a Tableau data source: whole the first time, then what changed.
 
 A publish sends the tables of one data source (every table of the file, or those given),
-which must be one star (`hyper_assets.tableau.model`). It makes a plan while holding the
-database's lock, saves it in the data source's directory of the outbox
-(`hyper_assets.tableau.positions`), and then sends it:
+which must be one star (`hyper_assets.tableau.model`). It surveys what it finds, decides
+(`hyper_assets.tableau.decision`: refuse, resume an unfinished plan, or plan anew), makes
+a plan while holding the database's lock, saves it in the data source's directory of the
+outbox (`hyper_assets.tableau.positions`), and then sends it:
 
 - a *full* plan holds a copy of the file (of its tables, for a data source holding some),
   published with overwrite. It is made for the first publish, when asked, when the data
