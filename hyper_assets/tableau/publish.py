@@ -1,9 +1,10 @@
 """Publish a `.hyper` file to a Tableau data source: whole the first time, then what changed.
 
 A publish sends the tables of one data source (every table of the file, or those given),
-which must be one star (`hyper_assets.tableau.model`). It makes a plan while holding the
-database's lock, saves it in the data source's directory of the outbox
-(`hyper_assets.tableau.positions`), and then sends it:
+which must be one star (`hyper_assets.tableau.model`). It surveys what it finds, decides
+(`hyper_assets.tableau.decision`: refuse, resume an unfinished plan, or plan anew), makes
+a plan while holding the database's lock, saves it in the data source's directory of the
+outbox (`hyper_assets.tableau.positions`), and then sends it:
 
 - a *full* plan holds a copy of the file (of its tables, for a data source holding some),
   published with overwrite. It is made for the first publish, when asked, when the data
@@ -33,11 +34,11 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tableauhyperapi import SqlType, TableName
+from tableauhyperapi import Connection, SqlType, TableName
 
 from hyper_assets._files import MEGABYTE, file_size
 from hyper_assets._sql import count_rows
@@ -49,6 +50,14 @@ from hyper_assets.resource import HyperResource
 from hyper_assets.tableau import positions
 from hyper_assets.tableau.changes import net_steps
 from hyper_assets.tableau.client import DataSource, Job, TableauClient
+from hyper_assets.tableau.decision import (
+    Found,
+    MakePlan,
+    Refuse,
+    Resume,
+    decide,
+    what_to_send,
+)
 from hyper_assets.tableau.model import (
     DataModel,
     describe,
@@ -59,7 +68,7 @@ from hyper_assets.tableau.model import (
 from hyper_assets.tableau.payload import batch_of, build_parts, pack
 from hyper_assets.tableau.plan import (
     FULL_WAY_OUT,
-    Batch,
+    Fingerprint,
     Plan,
     PublishResult,
     PublishState,
@@ -72,8 +81,13 @@ from hyper_assets.tableau.plan import (
 from hyper_assets.tableau.progress import upload_progress
 from hyper_assets.tableau.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS, publishing
 from hyper_assets.tableau.sending import BatchSender
-from hyper_assets.tableau.server_rows import count_tables, rows_at_stake, server_rows
-from hyper_assets.tableau.shape import fingerprint, forced_reason, shape_reason
+from hyper_assets.tableau.server_rows import (
+    RowCounts,
+    count_tables,
+    rows_at_stake,
+    server_rows,
+)
+from hyper_assets.tableau.shape import fingerprint
 from hyper_assets.tableau.subset import write_subset
 from hyper_assets.tables import Catalog, table_label
 
@@ -90,6 +104,20 @@ __all__ = [
     "PublishResult",
     "Publisher",
 ]
+
+
+@dataclass(frozen=True)
+class _File:
+    """What a plan is made from, read from the file under its lock."""
+
+    tables: list[TableName]  # the file's tables the data source holds
+    model: DataModel  # the tree the data source's copy holds
+    whole: bool  # the data source holds the whole file, as it is
+    changes: list[Change]  # the changes recorded since the publish state, settled
+    position: int  # the last change recorded, or the publish state's position
+    shapes: Fingerprint
+    version: int  # the file's format version
+    types: dict[TableName, dict[str, SqlType]]  # the columns of the changes' tables
 
 
 class Publisher:
@@ -152,64 +180,89 @@ class Publisher:
         """
         what = f"{self.database} as {self.datasource!r}"
         with publishing(self._lock_path, self._holder_path, self.lock_timeout_seconds, what):
-            with self.hyper.lock(self.database):
-                self.outbox.read()  # a record it cannot read refuses before anything changes
-                positions.adopt(self.outbox, self._home, self.target)
             return self._publish(full)
 
     def _publish(self, full: bool) -> PublishResult:
+        """Survey, decide (`hyper_assets.tableau.decision`), make the plan, send, commit.
+
+        The database's lock is held for each step that must be one for the file's writers,
+        and never while sending (writers go on meanwhile): the survey with what it decides
+        (the outbox read, then its changes settled and their rows written into the plan's
+        payload, no write between), and the commit of each plan sent (its publish state
+        saved, and the changes every data source sent cleared from the outbox that writers
+        add to). A resumed plan's commit and the making of the next plan are one step. So a
+        publish takes the lock once, and once more for each plan it sends.
+        """
         started = time.perf_counter()
         project_id = self.client.project(self.project).id
-        existing = self.client.find_datasource(self.datasource, project_id)
-        # A full publish needs neither the state nor a plan: it replaces both, even unreadable.
-        state = None if full else self._state()
-        ours = state is not None and state.target == self.target
-        current = (
-            ours
-            and state is not None
-            and existing is not None
-            and existing.id == state.datasource_id
-        )
-        plan = None if full else read_plan(self._plan_dir / "plan.json")
-        # An update plan goes to the data source of the publish state; a full plan names its own.
-        resumed = (
-            plan
-            if plan is not None
-            and (current if plan.kind == "update" else plan.target == self.target)
-            else None
-        )
-        # Refuse before changing anything: an unfinished plan stays for the next run.
-        resuming_full = resumed is not None and resumed.kind == "full"
-        if existing is not None and not ours and not full and not resuming_full:
-            raise PublishError(
-                f"Data source {self.datasource!r} in project {self.project!r} exists but was "
-                f"not published from {self.database}: {self._rows_at_stake(existing)} Publish "
-                "with full=True to overwrite it, or pick another data source name."
-            )
+        server = self.client.find_datasource(self.datasource, project_id)
+        with self.hyper.lock(self.database):
+            found = self._survey(full, server)
+            decision = decide(found)
+            if isinstance(decision, Refuse):
+                held = self._held_rows()
+            elif isinstance(decision, MakePlan):
+                if decision.replaces is not None:  # replaced once the next plan is saved
+                    self.log.info(
+                        "Replacing the unfinished %s plan %s",
+                        decision.replaces.kind,
+                        decision.replaces.id,
+                    )
+                made = self._make_plan(decision.full_reason, found.state, decision.replaces)
+        if isinstance(decision, Refuse):
+            raise self._refusal(decision.server_id, held)
         sent: list[tuple[Plan, list[Job]]] = []
-        if resumed is not None:
+        if isinstance(decision, Resume):
+            resumed = decision.plan
             self.log.info(
                 "Resuming the %s plan %s left by an earlier run", resumed.kind, resumed.id
             )
-            sent.append(self._send(resumed, project_id))
-            if resuming_full:
-                full, ours, current = False, True, True
-            plan = None
-        elif plan is not None:
-            # Replaced once the next plan is saved; for an update plan that is a full one.
-            self.log.info("Replacing the unfinished %s plan %s", plan.kind, plan.id)
-        new, model = self._make_plan(forced_reason(full, ours, current), replaces=plan)
+            resumed, jobs, state = self._send(resumed, project_id)
+            sent.append((resumed, jobs))
+            with self.hyper.lock(self.database):  # its commit, and the next plan
+                state = self._commit(resumed, state)
+                made = self._make_plan(None, state, replaces=None)
+        new, model = made
         if new is not None:
-            sent.append(self._send(new, project_id))
+            new, jobs, state = self._send(new, project_id)
+            sent.append((new, jobs))
+            with self.hyper.lock(self.database):
+                self._commit(new, state)
         seconds = time.perf_counter() - started
-        return self._result(sent, seconds, project_id, existing, describe(model))
+        return self._result(sent, seconds, project_id, server, describe(model))
 
-    def _rows_at_stake(self, existing: DataSource) -> str:
-        """The rows of the server's copy against those of the file, per table."""
-        with self.hyper.lock(self.database), self.hyper.open(self.database, create=False) as db:
-            local = count_tables(db, held_tables(Catalog(db), self.tables, self.datasource))
-        server = server_rows(self.client, self.hyper, existing.id, self.database.parent)
-        return rows_at_stake(server, local)
+    def _survey(self, full: bool, server: DataSource | None) -> Found:
+        """What the publish finds beside the file, for a caller holding the database's lock,
+        and on the server (`server`, the data source of its name there).
+
+        Every outbox record is read first: one it cannot read refuses before anything
+        changes. A full publish reads neither the publish state nor the plan: it replaces
+        both, even unreadable.
+        """
+        self.outbox.read()
+        positions.adopt(self.outbox, self._home, self.target)
+        return Found(
+            self.target,
+            full,
+            state=None if full else self._state(),
+            plan=None if full else read_plan(self._plan_dir / "plan.json"),
+            server_id=server.id if server is not None else None,
+        )
+
+    def _held_rows(self) -> RowCounts:
+        """The rows of each table the data source holds, for a caller holding the lock."""
+        with self.hyper.open(self.database, create=False) as db:
+            return count_tables(db, held_tables(Catalog(db), self.tables, self.datasource))
+
+    def _refusal(self, server_id: str, held: RowCounts) -> PublishError:
+        """The refusal to overwrite data source `server_id`, not published from the file,
+        stating the rows of its copy against those the file `held`, per table."""
+        server = server_rows(self.client, self.hyper, server_id, self.database.parent)
+        return PublishError(
+            f"Data source {self.datasource!r} in project {self.project!r} exists but was "
+            f"not published from {self.database}: {rows_at_stake(server, held)} Publish "
+            "with full=True to overwrite it, or pick another data source name."
+        )
 
     def _state(self) -> PublishState | None:
         return read_state(self._state_path)
@@ -230,106 +283,143 @@ class Publisher:
 
     # --- making a plan -------------------------------------------------------------------------
 
-    def _make_plan(self, full_reason: str, replaces: Plan | None) -> tuple[Plan | None, DataModel]:
-        """The plan for the changes recorded so far (None when there is nothing to send),
-        and the tree the data source's copy holds.
+    def _make_plan(
+        self, full_reason: str | None, state: PublishState | None, replaces: Plan | None
+    ) -> tuple[Plan | None, DataModel]:
+        """The plan, saved, for the changes recorded since the publish `state` (None when
+        there is nothing to send), and the tree the data source's copy holds; for a caller
+        holding the database's lock, so the payload holds the rows of the changes planned.
 
-        The plan's files go to a directory of their own; saving `plan.json` is the one
+        `full_reason` (from `decide`) makes it send the whole file, with every change so
+        far. The plan's files go to a directory of their own; saving `plan.json` is the one
         step that replaces the plan `replaces`, so a failure before it leaves that plan.
         """
-        with self.hyper.lock(self.database):
-            with self.hyper.open(self.database, create=False) as connection:
-                catalog = Catalog(connection)
-                tables = held_tables(catalog, self.tables, self.datasource)
-                pending = PendingKeys(self.database).read()
-                # Refuses before any change; the tree each full publish sends.
-                model, missing = read_model(
-                    connection, tables, self.datasource, pending, chosen=self.tables is not None
-                )
-                for key in missing:
-                    self.log.warning(
-                        "Foreign key %s is not in the file (%s); data source %r holds %s "
-                        "without it.",
-                        key.key,
-                        key.why,
-                        self.datasource,
-                        table_label(key.key.table),
-                    )
-                whole_file = len(tables) == len(catalog.tables()) and not model.copies
-                recorded = self.outbox.settle(connection)
-                state = None if full_reason else self._state()
-                sent = state.position if state else 0
-                changes = [c for c in recorded if c.seq > sent and c.table in tables]
-                position = max([sent, *(c.seq for c in recorded)])
-                shapes = fingerprint(connection, tables)
-                version = file_version(connection, self.database)
-                types = {
-                    c.table: {col.name: col.sql_type for col in catalog.columns(c.table)}
-                    for c in changes
-                    if catalog.exists(c.table)
-                }
-                reason = full_reason or shape_reason(changes, shapes, version, state)
-                # Each table of the tree sent, a role copy by its own name.
-                rows = tuple(
-                    SentRows(table_label(t), "publish", count_rows(connection, model.source(t)))
-                    for t in (model.tables if reason else [])
-                )
-            if not reason and not changes:
-                if replaces is not None:  # a full plan for another data source: moot
-                    shutil.rmtree(self._plan_dir)
-                return None, model
-            plan = Plan(
-                "full" if reason else "update",
-                reason or "changes since the last publish",
-                tuple(changes),
-                shapes,
-                self.target,
-                tuple(table_label(t) for t in tables),
-                position,
-                database_version=version,
+        since = None if full_reason else state
+        with self.hyper.open(self.database, create=False) as connection:
+            file = self._read_file(connection, since.position if since else 0)
+            sending = what_to_send(full_reason, file.changes, file.shapes, file.version, since)
+            # Each table of the tree sent, a role copy by its own name.
+            rows = tuple(
+                SentRows(table_label(t), "publish", count_rows(connection, file.model.source(t)))
+                for t in (file.model.tables if sending and sending.kind == "full" else [])
             )
-            files = self._files(plan)
-            shutil.rmtree(files, ignore_errors=True)
-            files.mkdir(parents=True)
-            if reason:
-                snapshot = files / "snapshot.hyper"
-                if whole_file:
-                    shutil.copyfile(self.database, snapshot)
-                else:
-                    with self.hyper.open(self.database, create=False) as connection:
-                        write_subset(connection, self.database, model, snapshot)
-                tracking = self.outbox.tracking
-                if not tracking:  # from a first publish, or after state.json was deleted
-                    self.outbox.start_tracking(after=positions.highest(self.outbox))
-                plan = replace(
-                    plan,
-                    position=self.outbox.last_seq(),  # every change so far is in the copy
-                    rows=rows,
-                    payload_bytes=file_size(snapshot),
-                    started_tracking=not tracking,
-                )
-            else:
-                batches = self._batches(changes, types, files, model)
-                if not batches:  # only changes of tables no longer in the file
-                    self.outbox.clear(changes)
-                    shutil.rmtree(self._plan_dir)  # and a plan for another data source
-                    return None, model
-                plan = replace(
-                    plan,
-                    batches=tuple(batches),
-                    payload_bytes=sum(b.payload_bytes for b in batches),
-                )
-            self._save(plan)
-            self._drop_files_but(plan)
+        if sending is None:
+            if replaces is not None:  # a full plan for another data source: moot
+                shutil.rmtree(self._plan_dir)
+            return None, file.model
+        plan = Plan(
+            sending.kind,
+            sending.reason,
+            tuple(file.changes),
+            file.shapes,
+            self.target,
+            tuple(table_label(t) for t in file.tables),
+            file.position,
+            database_version=file.version,
+        )
+        files = self._files(plan)
+        shutil.rmtree(files, ignore_errors=True)
+        files.mkdir(parents=True)
+        if sending.kind == "full":
+            written: Plan | None = self._write_snapshot(plan, file, rows)
+        else:
+            written = self._write_batches(plan, file)
+        if written is None:  # only changes of tables no longer in the file
+            self.outbox.clear(file.changes)
+            shutil.rmtree(self._plan_dir)  # and a plan for another data source
+            return None, file.model
+        self._save(written)
+        self._drop_files_but(written)
         self.log.info(
             "Publish plan for %s: %s (%s), %d change(s), %d batch(es)",
             self.database.name,
-            plan.kind,
-            plan.reason,
-            len(changes),
-            len(plan.batches) or 1,
+            written.kind,
+            written.reason,
+            len(written.changes),
+            len(written.batches) or 1,
         )
-        return plan, model
+        return written, file.model
+
+    def _read_file(self, connection: Connection, since: int) -> _File:
+        """What the plan is made from: the file's tables the data source holds, their tree
+        and shapes, and the changes recorded after position `since`, settled."""
+        catalog = Catalog(connection)
+        tables = held_tables(catalog, self.tables, self.datasource)
+        pending = PendingKeys(self.database).read()
+        # Refuses before any change; the tree each full publish sends.
+        model, missing = read_model(
+            connection, tables, self.datasource, pending, chosen=self.tables is not None
+        )
+        for key in missing:
+            self.log.warning(
+                "Foreign key %s is not in the file (%s); data source %r holds %s without it.",
+                key.key,
+                key.why,
+                self.datasource,
+                table_label(key.key.table),
+            )
+        recorded = self.outbox.settle(connection)
+        changes = [c for c in recorded if c.seq > since and c.table in tables]
+        return _File(
+            tables,
+            model,
+            whole=len(tables) == len(catalog.tables()) and not model.copies,
+            changes=changes,
+            position=max([since, *(c.seq for c in recorded)]),
+            shapes=fingerprint(connection, tables),
+            version=file_version(connection, self.database),
+            types={
+                c.table: {col.name: col.sql_type for col in catalog.columns(c.table)}
+                for c in changes
+                if catalog.exists(c.table)
+            },
+        )
+
+    def _write_snapshot(self, plan: Plan, file: _File, rows: tuple[SentRows, ...]) -> Plan:
+        """`plan` with the copy of the file (of its tables, for a data source holding some)
+        it sends written; it starts the outbox's tracking on a first publish."""
+        snapshot = self._files(plan) / "snapshot.hyper"
+        if file.whole:
+            shutil.copyfile(self.database, snapshot)
+        else:
+            with self.hyper.open(self.database, create=False) as connection:
+                write_subset(connection, self.database, file.model, snapshot)
+        tracking = self.outbox.tracking
+        if not tracking:  # from a first publish, or after state.json was deleted
+            self.outbox.start_tracking(after=positions.highest(self.outbox))
+        return replace(
+            plan,
+            position=self.outbox.last_seq(),  # every change so far is in the copy
+            rows=rows,
+            payload_bytes=file_size(snapshot),
+            started_tracking=not tracking,
+        )
+
+    def _write_batches(self, plan: Plan, file: _File) -> Plan | None:
+        """`plan` with the update batches that send its changes to each published copy of
+        their table, their payload files written; None when the changes net to none."""
+        files = self._files(plan)
+        endpoint = self.hyper.shared.endpoint
+        steps = net_steps(file.changes, file.types)
+        parts = build_parts(
+            endpoint,
+            self.database,
+            self.outbox,
+            steps,
+            files,
+            self.max_payload_bytes,
+            file.model.published,
+        )
+        batches = [
+            batch
+            for number, group in enumerate(pack(parts, self.max_payload_bytes))
+            if (batch := batch_of(endpoint, group, files / f"batch-{number:03d}.hyper"))
+        ]
+        if not batches:
+            return None
+        return replace(
+            plan, batches=tuple(batches), payload_bytes=sum(b.payload_bytes for b in batches)
+        )
 
     def _files(self, plan: Plan) -> Path:
         """Where the payload files of `plan` are."""
@@ -341,48 +431,27 @@ class Publisher:
             if path.name not in (plan.id, "plan.json"):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
 
-    def _batches(
-        self,
-        changes: list[Change],
-        types: dict[TableName, dict[str, SqlType]],
-        files: Path,
-        model: DataModel,
-    ) -> list[Batch]:
-        """The update batches that send `changes` to each published copy of their table in
-        `model`, their payload files written in `files`."""
-        endpoint = self.hyper.shared.endpoint
-        steps = net_steps(changes, types)
-        parts = build_parts(
-            endpoint,
-            self.database,
-            self.outbox,
-            steps,
-            files,
-            self.max_payload_bytes,
-            model.published,
-        )
-        return [
-            batch
-            for number, group in enumerate(pack(parts, self.max_payload_bytes))
-            if (batch := batch_of(endpoint, group, files / f"batch-{number:03d}.hyper"))
-        ]
-
     # --- sending a plan ------------------------------------------------------------------------
 
-    def _send(self, plan: Plan, project_id: str) -> tuple[Plan, list[Job]]:
-        """Sends `plan`; returns it as sent (its batches maybe cut smaller) and its jobs."""
-        jobs: list[Job] = []
+    def _send(self, plan: Plan, project_id: str) -> tuple[Plan, list[Job], PublishState]:
+        """Sends `plan`; returns it as sent (its batches maybe cut smaller), its jobs, and
+        the publish state of the data source it went to."""
         if plan.kind == "full":
-            state = self._send_full(plan, project_id)
-        else:
-            state = self._sent_state()
-            plan, jobs = self._sender.send(plan, state.datasource_id)
-        with self.hyper.lock(self.database):
-            save(self._state_path, state.after(plan))
-            shutil.rmtree(self._plan_dir)
-            self.outbox.clear(positions.sent_by_all(self.outbox))
+            return plan, [], self._send_full(plan, project_id)
+        state = self._sent_state()
+        plan, jobs = self._sender.send(plan, state.datasource_id)
+        return plan, jobs, state
+
+    def _commit(self, plan: Plan, state: PublishState) -> PublishState:
+        """Records that `plan` was sent to the data source of `state`, for a caller holding
+        the database's lock: saves the state it makes, returned; drops the plan; clears the
+        changes every data source has sent."""
+        state = state.after(plan)
+        save(self._state_path, state)
+        shutil.rmtree(self._plan_dir)
+        self.outbox.clear(positions.sent_by_all(self.outbox))
         self._saved()
-        return plan, jobs
+        return state
 
     def _send_full(self, plan: Plan, project_id: str) -> PublishState:
         """Sends the plan's snapshot; returns the publish state it makes, saved."""
@@ -411,7 +480,8 @@ class Publisher:
         return state
 
     def _forget(self, plan: Plan) -> None:
-        """Drops a plan the server refused, and the tracking it started: as before it."""
+        """Drops a plan the server refused, and the tracking it started: as before it.
+        Under the database's lock: the outbox it may remove is the writers' too."""
         with self.hyper.lock(self.database):
             shutil.rmtree(self._plan_dir)
             if plan.started_tracking and not any(
