@@ -56,9 +56,8 @@ from hyper_assets.errors import (
     SchemaMismatchError,
 )
 from hyper_assets.geography import as_text, invalid_value, is_geography
-from hyper_assets.partitions import Window
+from hyper_assets.modes import WriteMode
 from hyper_assets.pending_keys import PendingKeys, add_pending_keys
-from hyper_assets.spec import WriteMode
 from hyper_assets.staging import Staged, is_arrow_stream, stream_schema
 from hyper_assets.tables import (
     Catalog,
@@ -70,6 +69,7 @@ from hyper_assets.tables import (
     table_label,
 )
 from hyper_assets.types import Column, columns_from_arrow
+from hyper_assets.window import Window
 
 _NEW_SUFFIX = "__hyper_assets_new"
 _OLD_SUFFIX = "__hyper_assets_old"  # a table a swap renamed aside, dropped once it is done

@@ -63,13 +63,14 @@ from hyper_assets.materialization import (
     report_partition_rows,
     table_metadata,
 )
+from hyper_assets.modes import WriteMode
 from hyper_assets.outbox import Outbox
-from hyper_assets.partitions import RANGE_ROW_COUNT, Window, partition_window
+from hyper_assets.partitions import RANGE_ROW_COUNT, partition_window
 from hyper_assets.pending_keys import PendingKeys
 from hyper_assets.preflight import check_database_path, check_frame
 from hyper_assets.resource import HyperResource
 from hyper_assets.spark import active_session, restore_types
-from hyper_assets.spec import DEFAULT_SCHEMA, TableSpec, WriteMode, input_columns
+from hyper_assets.spec import DEFAULT_SCHEMA, TableSpec, input_columns
 from hyper_assets.staging import (
     RemoteRoot,
     S3Staging,
@@ -84,6 +85,7 @@ from hyper_assets.target import Partitions, Target, input_target, output_target
 from hyper_assets.transfer import StagingMode, resolve_mode, stage, to_spark
 from hyper_assets.types import Column, columns_from_arrow, columns_from_spark, needed_version
 from hyper_assets.upgrade import file_for_write
+from hyper_assets.window import Window
 
 _log = logging.getLogger(__name__)
 

@@ -46,10 +46,10 @@ from hyper_assets._saved import Fields, SavedFormat
 from hyper_assets._sql import attach, count_rows, create_database, detach
 from hyper_assets.errors import IngestError
 from hyper_assets.ingest import Write, source_sql
-from hyper_assets.partitions import Window, saved_dimension
-from hyper_assets.spec import DECLARED_MODES, WriteMode
+from hyper_assets.modes import DECLARED_MODES, WriteMode
 from hyper_assets.staging import Staged
 from hyper_assets.tables import Catalog, table_label
+from hyper_assets.window import Window, saved_dimension
 
 #: The table inside `<seq>.hyper` that holds captured rows or keys.
 CAPTURED = TableName("public", "captured")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hyper_assets.errors import ConfigurationError, OutputError
-from hyper_assets.spec import WriteMode
+from hyper_assets.modes import WriteMode
 from hyper_assets.target import Target
 from hyper_assets.types import Column
 

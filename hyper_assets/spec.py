@@ -8,26 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from tableauhyperapi import TableName
 
 from hyper_assets.errors import ConfigurationError
+from hyper_assets.modes import DECLARED_MODES, WriteMode
 from hyper_assets.tables import Keys, parse_foreign_keys, table_label
-
-
-class WriteMode(StrEnum):
-    """How a write changes its table (shared by the ingest engine and the outbox)."""
-
-    REPLACE = "replace"  # full refresh
-    PARTITION = "partition"  # the partition's rows replaced
-    APPEND = "append"
-    UPSERT = "upsert"  # rows whose primary key arrives replaced, the rest inserted
-
-
-#: The write modes metadata may declare; the others follow from the partitioning.
-DECLARED_MODES = (WriteMode.APPEND, WriteMode.UPSERT)
 
 #: The schema of assets whose key has one part, unless the IO manager's `default_schema`
 #: says otherwise.

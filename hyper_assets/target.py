@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from dagster import AssetKey, InputContext, OutputContext, PartitionsDefinition
 
-from hyper_assets.partitions import Window, partition_window
+from hyper_assets.partitions import partition_window
 from hyper_assets.spec import TableSpec
 from hyper_assets.types import Column
+from hyper_assets.window import Window
 
 
 @dataclass(frozen=True)

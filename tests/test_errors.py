@@ -15,8 +15,8 @@ import hyper_assets
 from hyper_assets import HyperResource, compact, errors
 from hyper_assets.emulator.errors import ActionBatchError, EmulatorConfigError, RestApiError
 from hyper_assets.ingest import Write, write_table
+from hyper_assets.modes import WriteMode
 from hyper_assets.pending_keys import PendingKeys
-from hyper_assets.spec import WriteMode
 from hyper_assets.staging import Staged
 from hyper_assets.tables import Catalog
 from hyper_assets.types import Column

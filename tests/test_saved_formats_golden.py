@@ -25,13 +25,12 @@ from hyper_assets.generations import MANIFEST, MARKER_FORMAT, Manifest, Marker, 
 from hyper_assets.identity import RECORD as IDENTITY_RECORD
 from hyper_assets.lease import RECORD as LEASE_RECORD
 from hyper_assets.lease import LeaseRecord
+from hyper_assets.modes import WriteMode
 from hyper_assets.outbox import CHANGE_RECORD, Change, OutboxState
 from hyper_assets.outbox import STATE as OUTBOX_STATE_FORMAT
-from hyper_assets.partitions import KeySet, TimeRange, Window
 from hyper_assets.pending_keys import RECORD as PENDING_RECORD
 from hyper_assets.pending_keys import PendingKey
 from hyper_assets.sensors import CURSOR
-from hyper_assets.spec import WriteMode
 from hyper_assets.tableau.actions import Insert, Upsert
 from hyper_assets.tableau.conditions import Eq
 from hyper_assets.tableau.plan import PLAN as PLAN_FORMAT
@@ -49,6 +48,7 @@ from hyper_assets.tableau.plan import (
 )
 from hyper_assets.tableau.publish_lock import HOLDER, Holder
 from hyper_assets.tables import ForeignKey
+from hyper_assets.window import KeySet, TimeRange, Window
 
 AT = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 APPEND = Change(

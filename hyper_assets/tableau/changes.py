@@ -24,9 +24,8 @@ from typing import Literal
 
 from tableauhyperapi import SqlType, TableName, TypeTag
 
+from hyper_assets.modes import WriteMode
 from hyper_assets.outbox import Change
-from hyper_assets.partitions import TimeRange, Window
-from hyper_assets.spec import WriteMode
 from hyper_assets.tableau.actions import (
     And,
     Condition,
@@ -36,6 +35,7 @@ from hyper_assets.tableau.actions import (
     Lt,
     Or,
 )
+from hyper_assets.window import TimeRange, Window
 
 StepKind = Literal["replace", "window", "insert", "upsert"]
 

@@ -12,8 +12,8 @@ from typing import Literal
 import pytest
 from tableauhyperapi import TableName
 
+from hyper_assets.modes import WriteMode
 from hyper_assets.outbox import Change
-from hyper_assets.spec import WriteMode
 from hyper_assets.tableau.decision import (
     UPDATE_REASON,
     Decision,

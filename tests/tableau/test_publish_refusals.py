@@ -22,8 +22,8 @@ from hyper_assets import (
 )
 from hyper_assets.emulator import Emulator
 from hyper_assets.ingest import Write
+from hyper_assets.modes import WriteMode
 from hyper_assets.outbox import Outbox
-from hyper_assets.spec import WriteMode
 from hyper_assets.staging import Staged
 from hyper_assets.tableau.assets import tableau_datasource_asset
 from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
