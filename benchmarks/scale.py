@@ -183,8 +183,7 @@ def path_load(bench: Bench) -> dict[str, Any]:
 
 
 def path_changes(bench: Bench, repeats: int) -> dict[str, Any]:
-    from hyper_assets import HyperResource
-    from hyper_assets.compaction import compact
+    from hyper_assets import HyperResource, compact
     from hyper_assets.emulator import Emulator
 
     full, one = bench.work / "tpch.hyper", bench.work / "one-month.hyper"

@@ -13,7 +13,7 @@ from hyper_assets.checks import (
     publish_freshness_check,
     row_count_check,
 )
-from hyper_assets.compaction import AutoCompact, CompactResult, compact
+from hyper_assets.compaction import AutoCompact, CompactResult
 from hyper_assets.component import HyperExtractComponent
 from hyper_assets.errors import (
     ActionValidationError,
@@ -66,6 +66,7 @@ from hyper_assets.errors import (
 )
 from hyper_assets.home import HomeSettings, HyperDatabase
 from hyper_assets.io_manager import HyperIOManager
+from hyper_assets.maintenance import compact, upgrade_database
 from hyper_assets.resource import HyperResource
 from hyper_assets.sensors import landing_sensor
 from hyper_assets.staging import S3Staging
@@ -85,7 +86,7 @@ from hyper_assets.tableau.resource import (
 )
 from hyper_assets.tableau.translator import tableau_translator
 from hyper_assets.transfer import StagingMode
-from hyper_assets.upgrade import VersionUpgrade, upgrade_database
+from hyper_assets.upgrade import VersionUpgrade
 
 __all__ = [
     "ActionValidationError",

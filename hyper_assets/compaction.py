@@ -2,7 +2,8 @@
 
 Every partition replace deletes a window of rows. Hyper frees a storage block only once
 all its rows are deleted, and reuses freed blocks only in part, so a file whose
-partitions are rewritten keeps growing. `compact()` copies the file with
+partitions are rewritten keeps growing. Compaction (`compact()`, in
+`hyper_assets.maintenance`, for users) copies the file with
 `CREATE DATABASE copy WITH VERSION n FROM file`, which leaves free blocks behind and
 keeps the file's own format version. When a window's rows were scattered over many
 blocks (rows not stored in window order), those blocks stay partly empty after a
@@ -40,7 +41,6 @@ from hyper_assets._hyper_errors import hyper_errors
 from hyper_assets._saved import Fields, SavedFormat
 from hyper_assets._sql import attach, count_rows
 from hyper_assets.errors import CompactionError, CorruptFileError
-from hyper_assets.home import HyperDatabase
 from hyper_assets.resource import HyperResource
 from hyper_assets.tables import Catalog
 
@@ -140,33 +140,12 @@ def file_version(connection: Connection, database: Path) -> int:
     )
 
 
-def compact(
-    hyper: HyperResource, database: str | Path | HyperDatabase, *, rewrite_rows: bool = True
-) -> CompactResult:
-    """Rewrites `database` (a path, or an object-store home: its current generation,
-    committed as the next) compactly, keeping its format version, tables, keys and rows.
-    Given a `HyperDatabase` resource, its own Hyper and home settings are used.
-
-    `rewrite_rows=False` only copies the file's used blocks (fast, but blocks that deletes
-    left partly empty stay so). Holding the file's lock, the copy is written beside the
-    file, flushed to disk, then replaces it atomically; it needs up to twice the file's
-    size of free disk meanwhile. On any failure (or a crash) the original is untouched; a
-    copy left by a crash is removed by the next compaction. Raises `DatabaseLockedError`
-    when another program keeps the file open, `TableNotFoundError` when it is missing,
-    `CorruptDatabaseError` when Hyper cannot read it, `CompactionError` when Hyper fails
-    otherwise (a full disk, say).
-    """
-    if not isinstance(database, HyperDatabase):
-        database = HyperDatabase(database=str(database), hyper=hyper)
-    with database.writing() as path:
-        return compact_locked(database.hyper, path.absolute(), rewrite_rows)
-
-
 def compact_locked(
     hyper: HyperResource, path: Path, rewrite_rows: bool, version: int | None = None
 ) -> CompactResult:
-    """`compact()`, for a caller holding the database's lock; `version`: the copy's format
-    version (default: the file's own; `hyper_assets.upgrade` passes a newer one)."""
+    """Compacts `path` for a caller holding the database's lock (`compact()` takes it);
+    `version`: the copy's format version (default: the file's own; `hyper_assets.upgrade`
+    passes a newer one)."""
     copies = [path.with_name(f"{path.name}.compacting{n}") for n in (1, 2)]
     started = time.perf_counter()
     before = file_size(path)

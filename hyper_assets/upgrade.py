@@ -12,7 +12,8 @@ leaves the file byte for byte as it was.
 
 Tableau keeps the version of the file it was sent, so a publish sends the file whole when
 its version differs from the one last published (`hyper_assets.tableau.publish`).
-`upgrade_database()` upgrades a file for a caller, with the same lock.
+`upgrade_database()` (`hyper_assets.maintenance`) upgrades a file for a caller, with the
+same lock.
 """
 
 from __future__ import annotations
@@ -29,10 +30,7 @@ from hyper_assets._files import fsync_path
 from hyper_assets._hyper_errors import hyper_errors
 from hyper_assets._sql import create_database
 from hyper_assets.compaction import compact_locked, file_version
-from hyper_assets.errors import ConfigurationError
-from hyper_assets.home import HyperDatabase
 from hyper_assets.resource import HyperResource
-from hyper_assets.types import NEWEST_VERSION
 
 
 @dataclass(frozen=True)
@@ -44,36 +42,6 @@ class VersionUpgrade:
 
     def __str__(self) -> str:
         return f"{self.before} -> {self.after}"
-
-
-def upgrade_database(
-    database: str | Path, version: int, *, hyper: HyperResource | None = None
-) -> VersionUpgrade | None:
-    """Rewrites `database` (a path or an object-store URI) at format `version`, keeping
-    every table, key and row.
-
-    None when the file already has that version or a newer one. Holds the database's lock
-    (waiting for writers and publishes, as `compact()` does); any failure leaves the file
-    unchanged. The next publish sends the file whole. Raises `ConfigurationError` for a
-    version Hyper does not write, `TableNotFoundError` when the file is missing.
-    """
-    if not 0 <= version <= NEWEST_VERSION:
-        raise ConfigurationError(
-            f"upgrade_database(version={version}): Hyper writes format versions 0 to "
-            f"{NEWEST_VERSION}."
-        )
-    resource = hyper or HyperResource()
-    try:
-        with HyperDatabase(database=str(database), hyper=resource).writing() as local:
-            path = local.absolute()
-            before = _version(resource, path)
-            if before >= version:
-                return None
-            compact_locked(resource, path, rewrite_rows=False, version=version)
-            return VersionUpgrade(before, version)
-    finally:
-        if hyper is None:
-            resource.close()
 
 
 @contextmanager
@@ -95,7 +63,7 @@ def file_for_write(
             path.unlink(missing_ok=True)
             raise
         return
-    before = _version(hyper, path)
+    before = database_version(hyper, path)
     if before >= needed:
         yield None
         return
@@ -113,7 +81,7 @@ def file_for_write(
         original.unlink(missing_ok=True)
 
 
-def _version(hyper: HyperResource, path: Path) -> int:
+def database_version(hyper: HyperResource, path: Path) -> int:
     with hyper.open(path, create=False) as connection:
         return file_version(connection, path)
 

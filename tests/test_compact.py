@@ -21,13 +21,12 @@ import pytest
 from helpers import digest
 from tableauhyperapi import Connection, CreateMode, HyperException, escape_name
 
-from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource
+from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource, compact
 from hyper_assets.compaction import (
     AutoCompact,
     Deletions,
     _file_id,
     _reload_tables,
-    compact,
     compact_if_wasteful,
     file_version,
 )
@@ -292,7 +291,7 @@ def test_rows_are_reloaded_from_the_original_attached_read_only(hyper, tmp_path)
 COMPACT_SCRIPT = """
 import sys
 from hyper_assets import HyperResource
-from hyper_assets.compaction import compact
+from hyper_assets import compact
 print(compact(HyperResource(log_dir=sys.argv[2]), sys.argv[1]), flush=True)
 """
 
