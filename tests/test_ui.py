@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 from dagster_ui import demo_ui
-from helpers import query
+from helpers import query, source_counts
 from playwright.sync_api import Page, expect, sync_playwright
-from test_demo import source_counts
 
 from demo.assets import airlines
 from demo.checks import build_checks
