@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import tableauserverclient as TSC
+from sales_world import Setup, World
 from tableauhyperapi import (
     Connection,
     CreateMode,
@@ -115,3 +116,9 @@ def server(emulator: Emulator) -> Iterator[TSC.Server]:
     tsc.auth.sign_in(TSC.PersonalAccessTokenAuth(TOKEN_NAME, TOKEN_SECRET, site_id=SITE))
     yield tsc
     tsc.auth.sign_out()
+
+
+@pytest.fixture
+def setup(tmp_path: Path, emulator: Emulator, hyper_files: Any, hyper: SharedHyper) -> Setup:
+    """The sales star (`sales_world`) in a fresh file, to publish to the emulator."""
+    return Setup(World(), tmp_path / "sales.hyper", emulator, hyper_files, hyper)

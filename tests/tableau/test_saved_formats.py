@@ -11,12 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
-from test_publish import Setup, datasource_dir, published_base, setup, some_changes
+from sales_world import Setup, datasource_dir, published_base, some_changes
 
 from hyper_assets import UnknownFormatVersionError
 from hyper_assets.outbox import Outbox
-
-__all__ = ["setup"]  # the fixture
 
 
 def unfinished_plan(setup: Setup) -> None:
