@@ -106,10 +106,10 @@ def build_seconds(database: Path, work: Path) -> dict[str, float]:
     from tableauhyperapi import Connection
 
     from galaxy.datasources import TABLES
-    from hyper_assets.process import HyperSettings, SharedHyper
-    from hyper_assets.tableau.model import held_tables, read_model
-    from hyper_assets.tableau.subset import write_subset
-    from hyper_assets.tables import Catalog
+    from hyper_assets._engine.process import HyperSettings, SharedHyper
+    from hyper_assets._engine.tables import Catalog
+    from hyper_assets.tableau._publish.model import held_tables, read_model
+    from hyper_assets.tableau._publish.subset import write_subset
 
     out = {}
     hyper = SharedHyper(HyperSettings(log_dir=str(work / "hyperd-logs")))

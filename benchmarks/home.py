@@ -154,7 +154,7 @@ def write(asset: Any, database: str, working: Path | None, keys: list[str]) -> f
     import dagster as dg
 
     from hyper_assets import HyperIOManager
-    from hyper_assets.home import HomeSettings
+    from hyper_assets._home.home import HomeSettings
 
     settings = HomeSettings(working_dir=str(working)) if working else HomeSettings()
     tags = {
@@ -191,8 +191,8 @@ def timed_read(path: Path) -> float:
 
 
 def measure(data: Dataset, bucket: str, work: Path) -> dict[str, Any]:
-    from hyper_assets import chunks
-    from hyper_assets.home import HomeSettings, HyperDatabase
+    from hyper_assets._home import chunks
+    from hyper_assets._home.home import HomeSettings, HyperDatabase
 
     asset = asset_of(data)
     uri = f"s3://{bucket}/{data.name}/{data.name}.hyper"

@@ -45,9 +45,9 @@ from demo.definitions import (
 )
 from demo.spark import spark_config, stderr_to
 from demo.ui import dagster_home
+from hyper_assets._engine.process import HyperSettings, SharedHyper
 from hyper_assets.emulator import Emulator
-from hyper_assets.process import HyperSettings, SharedHyper
-from hyper_assets.tableau.model import read_model
+from hyper_assets.tableau._publish.model import read_model
 
 #: The day that lands during the demo, for the landing sensors to see.
 SENSOR_DAY = LAST_DAY - dt.timedelta(days=1)

@@ -5,7 +5,7 @@ are internal, except `hyper_assets.emulator` (the Tableau REST emulator) and
 `hyper_assets.tableau.actions` (the action batches `update_data` sends).
 """
 
-from hyper_assets.checks import (
+from hyper_assets._checks.checks import (
     build_hyper_checks,
     foreign_key_check,
     not_null_check,
@@ -13,8 +13,17 @@ from hyper_assets.checks import (
     publish_freshness_check,
     row_count_check,
 )
-from hyper_assets.compaction import AutoCompact, CompactResult
-from hyper_assets.component import HyperExtractComponent
+from hyper_assets._component.component import HyperExtractComponent
+from hyper_assets._dagster.io_manager import HyperIOManager
+from hyper_assets._dagster.sensors import landing_sensor
+from hyper_assets._engine.compaction import AutoCompact, CompactResult
+from hyper_assets._engine.resource import HyperResource
+from hyper_assets._engine.upgrade import VersionUpgrade
+from hyper_assets._home.home import HomeSettings, HyperDatabase
+from hyper_assets._home.maintenance import compact, upgrade_database
+from hyper_assets._home.stores import AzureSettings, S3Settings
+from hyper_assets._rows.staging import S3Staging
+from hyper_assets._rows.transfer import StagingMode
 from hyper_assets.errors import (
     ActionValidationError,
     AmbiguousProjectError,
@@ -64,29 +73,20 @@ from hyper_assets.errors import (
     UnsupportedHomeError,
     UnsupportedTypeError,
 )
-from hyper_assets.home import HomeSettings, HyperDatabase
-from hyper_assets.io_manager import HyperIOManager
-from hyper_assets.maintenance import compact, upgrade_database
-from hyper_assets.resource import HyperResource
-from hyper_assets.sensors import landing_sensor
-from hyper_assets.staging import S3Staging
-from hyper_assets.stores import AzureSettings, S3Settings
-from hyper_assets.tableau.assets import (
+from hyper_assets.tableau._dagster.assets import (
     PublishConfig,
     build_publish_op,
     publish_condition,
     tableau_datasource_asset,
 )
-from hyper_assets.tableau.quality import QualityWarning, set_quality_warning
-from hyper_assets.tableau.quality_sensor import quality_warning_sensor
-from hyper_assets.tableau.resource import (
+from hyper_assets.tableau._dagster.quality_sensor import quality_warning_sensor
+from hyper_assets.tableau._dagster.resource import (
     ConnectedAppSignIn,
     TableauServerResource,
     TokenSignIn,
 )
-from hyper_assets.tableau.translator import tableau_translator
-from hyper_assets.transfer import StagingMode
-from hyper_assets.upgrade import VersionUpgrade
+from hyper_assets.tableau._dagster.translator import tableau_translator
+from hyper_assets.tableau._rest.quality import QualityWarning, set_quality_warning
 
 __all__ = [
     "ActionValidationError",

@@ -51,7 +51,7 @@ HyperAssetsError
     └── PayloadFileError            Hyper failed writing a payload file (a HyperFileError too)
 
 Hyper's own `HyperException` is mapped into `HyperFileError` and its subclasses (among
-them `PayloadFileError`) in one place, `hyper_assets._hyper_errors`. The emulator's errors
+them `PayloadFileError`) in one place, `hyper_assets._engine.hyper_errors`. The emulator's errors
 are server-side code and live in `hyper_assets.emulator.errors`: `RestApiError` (a reply
 with this status; no client error derives from it), and `EmulatorConfigError` and
 `ActionBatchError`, which are `HyperAssetsError`s too.
@@ -105,7 +105,7 @@ class HyperFileError(HyperAssetsError):
     """Hyper failed on a `.hyper` file; `file` and `table` say where, when known.
 
     The message names the file even when the code that raised it knew only the table:
-    the boundary that opened the file fills `file` in (`hyper_assets._hyper_errors`).
+    the boundary that opened the file fills `file` in (`hyper_assets._engine.hyper_errors`).
     """
 
     def __init__(self, message: str, *, file: str | None = None, table: str | None = None):
@@ -206,7 +206,7 @@ class CorruptFileError(HyperAssetsError):
     """A file the library saved (beside a `.hyper`: outbox record, publish plan or state,
     pending keys, identity; in an object-store home: a manifest, the lease) cannot be read:
     not JSON, a field missing or of the wrong type, or a field its format does not know.
-    The message names the file and the field (`hyper_assets._saved`)."""
+    The message names the file and the field (`hyper_assets._base.saved`)."""
 
 
 class UnknownFormatVersionError(CorruptFileError):

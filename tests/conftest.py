@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hyper_assets.process import HyperSettings, SharedHyper
+from hyper_assets._engine.process import HyperSettings, SharedHyper
 
 # Every Spark JVM the tests start (this session's, the writers', Connect servers', the
 # demo's and Dagster's runs inherit the variable) compiles with C1 only and collects with

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from tableauhyperapi import Connection, CreateMode, HyperException, TableName, escape_name
 
-from hyper_assets import HyperIOManager, HyperResource, staging
-from hyper_assets.generations import Generations, WorkingCopy
-from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
-from hyper_assets.process import SharedHyper
-from hyper_assets.stores import StoreHome
+from hyper_assets import HyperIOManager, HyperResource
+from hyper_assets._engine.process import SharedHyper
+from hyper_assets._home.generations import Generations, WorkingCopy
+from hyper_assets._home.home import HomeSettings, HyperDatabase, parse_home
+from hyper_assets._home.stores import StoreHome
+from hyper_assets._rows import staging
 
 if TYPE_CHECKING:
     import tableauserverclient as TSC

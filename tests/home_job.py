@@ -33,9 +33,9 @@ from hyper_assets import (
     not_null_check,
     tableau_datasource_asset,
 )
+from hyper_assets._home.home import HomeSettings
 from hyper_assets.errors import HyperAssetsError
-from hyper_assets.home import HomeSettings
-from hyper_assets.tableau.client import TableauClient
+from hyper_assets.tableau._rest.client import TableauClient
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 ROWS = 1000

@@ -26,8 +26,8 @@ from hyper_assets import (
     publish_freshness_check,
     tableau_datasource_asset,
 )
+from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import Emulator
-from hyper_assets.process import SharedHyper
 
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-02-01")
 RANGE = {

@@ -23,7 +23,7 @@ import pytest
 from cluster import EXECUTOR_CONF, SparkCluster, connect_server, standalone_cluster
 from helpers import query
 
-from hyper_assets.process import SharedHyper
+from hyper_assets._engine.process import SharedHyper
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent

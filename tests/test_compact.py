@@ -22,7 +22,7 @@ from helpers import digest
 from tableauhyperapi import Connection, CreateMode, HyperException, escape_name
 
 from hyper_assets import DatabaseLockedError, HyperIOManager, HyperResource, compact
-from hyper_assets.compaction import (
+from hyper_assets._engine.compaction import (
     AutoCompact,
     Deletions,
     _file_id,
@@ -30,12 +30,12 @@ from hyper_assets.compaction import (
     compact_if_wasteful,
     file_version,
 )
+from hyper_assets._engine.process import SharedHyper
+from hyper_assets._engine.tables import Catalog
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import CompactionError
-from hyper_assets.process import SharedHyper
-from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
-from hyper_assets.tables import Catalog
+from hyper_assets.tableau._dagster.assets import tableau_datasource_asset
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
 
 MONTHS = dg.MonthlyPartitionsDefinition(start_date="2024-01-01", end_date="2025-01-01")
 ROWS_PER_DAY = 1000

@@ -35,9 +35,9 @@ from hyper_assets import (
     TableauServerResource,
     TokenSignIn,
 )
+from hyper_assets._dagster.spec import TableSpec
+from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import Emulator
-from hyper_assets.process import SharedHyper
-from hyper_assets.spec import TableSpec
 
 BIN = Path(sys.executable).parent
 IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})

@@ -19,8 +19,8 @@ from hyper_assets import (
     foreign_key_check,
     tableau_datasource_asset,
 )
+from hyper_assets._engine.tables import ForeignKey, parse_foreign_keys
 from hyper_assets.emulator import Emulator
-from hyper_assets.tables import ForeignKey, parse_foreign_keys
 
 RETURNS_TO_SALES = {
     "columns": ["item", "ticket"],

@@ -28,7 +28,7 @@ from hyper_assets import (
     publish_condition,
     tableau_datasource_asset,
 )
-from hyper_assets.process import SharedHyper
+from hyper_assets._engine.process import SharedHyper
 
 DAY = "2013-12-31"  # the day the demo leaves for the user
 LANDING_SENSORS = ("flights_job_landing_sensor", "weather_job_landing_sensor")

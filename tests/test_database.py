@@ -30,9 +30,9 @@ from hyper_assets import (
     compact,
     tableau_datasource_asset,
 )
+from hyper_assets._dagster.identity import IDENTITY_KEY, read_identity
+from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import Emulator
-from hyper_assets.identity import IDENTITY_KEY, read_identity
-from hyper_assets.process import SharedHyper
 
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-08")
 SIX = [f"2024-01-0{d}" for d in range(1, 7)]

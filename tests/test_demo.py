@@ -31,7 +31,7 @@ from demo.data import FACTS as FACT_TABLES
 from demo.data import arrive
 from demo.definitions import DATASOURCES, build_definitions
 from hyper_assets import HyperIOManager
-from hyper_assets.process import SharedHyper
+from hyper_assets._engine.process import SharedHyper
 
 DAYS = [dt.date(2013, 1, d) for d in (1, 2, 3)]
 RANGE = {

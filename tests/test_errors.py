@@ -13,13 +13,13 @@ from tableauhyperapi import Connection, HyperException, SqlType, TableName
 
 import hyper_assets
 from hyper_assets import HyperResource, compact, errors
+from hyper_assets._engine.tables import Catalog
+from hyper_assets._engine.types import Column
+from hyper_assets._rows.ingest import Write, write_table
+from hyper_assets._rows.modes import WriteMode
+from hyper_assets._rows.pending_keys import PendingKeys
+from hyper_assets._rows.staging import Staged
 from hyper_assets.emulator.errors import ActionBatchError, EmulatorConfigError, RestApiError
-from hyper_assets.ingest import Write, write_table
-from hyper_assets.modes import WriteMode
-from hyper_assets.pending_keys import PendingKeys
-from hyper_assets.staging import Staged
-from hyper_assets.tables import Catalog
-from hyper_assets.types import Column
 
 CLASSES = {
     name: cls

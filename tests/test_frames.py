@@ -16,7 +16,7 @@ import pytest
 from dagster import AssetIn, DailyPartitionsDefinition, asset, materialize
 from helpers import io, query, table_rows
 
-from hyper_assets.frames import BATCH_ROWS
+from hyper_assets._rows.frames import BATCH_ROWS
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 

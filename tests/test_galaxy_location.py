@@ -20,9 +20,9 @@ from helpers import assert_copy, query
 
 from galaxy import definitions
 from hyper_assets import HyperIOManager, HyperResource, TableauServerResource, TokenSignIn
+from hyper_assets._engine.process import SharedHyper
+from hyper_assets._rows.outbox import Outbox
 from hyper_assets.emulator import Emulator
-from hyper_assets.outbox import Outbox
-from hyper_assets.process import SharedHyper
 from tpch import TpchParquet, generate
 
 SCALE_FACTOR = 0.01

@@ -32,7 +32,12 @@ from hyper_assets import (
     publish_freshness_check,
     tableau_datasource_asset,
 )
-from hyper_assets.chunks import Transfer
+from hyper_assets._home.chunks import Transfer
+from hyper_assets._home.generations import Generations, WorkingCopy
+from hyper_assets._home.home import HomeSettings, HyperDatabase, parse_home, relative_to
+from hyper_assets._home.lease import Lease
+from hyper_assets._home.stores import S3Home
+from hyper_assets._rows.outbox import Outbox
 from hyper_assets.emulator import Emulator
 from hyper_assets.errors import (
     DatabaseLockedError,
@@ -40,11 +45,6 @@ from hyper_assets.errors import (
     HomeStoreError,
     LeaseLostError,
 )
-from hyper_assets.generations import Generations, WorkingCopy
-from hyper_assets.home import HomeSettings, HyperDatabase, parse_home, relative_to
-from hyper_assets.lease import Lease
-from hyper_assets.outbox import Outbox
-from hyper_assets.stores import S3Home
 
 # --- where the file lives --------------------------------------------------------------------
 

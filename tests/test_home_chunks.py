@@ -20,11 +20,11 @@ from dagster import DailyPartitionsDefinition, asset, materialize
 from helpers import contents, query, store_home, working_copy
 
 from hyper_assets import HyperIOManager
-from hyper_assets.chunks import CHUNK_SIZE, Transfer, chunk_key
-from hyper_assets.collect import collect
+from hyper_assets._home.chunks import CHUNK_SIZE, Transfer, chunk_key
+from hyper_assets._home.collect import collect
+from hyper_assets._home.generations import Generations, WorkingCopy
+from hyper_assets._home.home import HomeSettings, HyperDatabase
 from hyper_assets.errors import CorruptFileError, UnknownFormatVersionError
-from hyper_assets.generations import Generations, WorkingCopy
-from hyper_assets.home import HomeSettings, HyperDatabase
 
 KEY = "extracts/shop.hyper"
 

@@ -21,12 +21,12 @@ from helpers import generation, home_rows, store_home, working_copy
 from object_stores import StoreProxy
 
 from hyper_assets import HyperIOManager
-from hyper_assets.collect import collect, collect_quietly
+from hyper_assets._home.collect import collect, collect_quietly
+from hyper_assets._home.generations import Generations
+from hyper_assets._home.home import HomeSettings, HyperDatabase
+from hyper_assets._home.lease import Lease
+from hyper_assets._home.stores import S3Settings
 from hyper_assets.errors import HomeCommitUnknownError, HomeConflictError, HomeStoreError
-from hyper_assets.generations import Generations
-from hyper_assets.home import HomeSettings, HyperDatabase
-from hyper_assets.lease import Lease
-from hyper_assets.stores import S3Settings
 
 KEY = "extracts/shop.hyper"
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")

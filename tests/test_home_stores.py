@@ -32,16 +32,10 @@ from object_stores import (
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
 from hyper_assets import HyperIOManager, UnsupportedHomeError
-from hyper_assets.errors import (
-    ConfigurationError,
-    HomeConflictError,
-    HomeStoreError,
-    LeaseLostError,
-)
-from hyper_assets.generations import Generations, WorkingCopy
-from hyper_assets.home import HomeSettings, HyperDatabase, parse_home
-from hyper_assets.lease import Lease
-from hyper_assets.stores import (
+from hyper_assets._home.generations import Generations, WorkingCopy
+from hyper_assets._home.home import HomeSettings, HyperDatabase, parse_home
+from hyper_assets._home.lease import Lease
+from hyper_assets._home.stores import (
     AzureHome,
     AzureSettings,
     LocalHome,
@@ -49,6 +43,12 @@ from hyper_assets.stores import (
     S3Settings,
     StoreHome,
     put,
+)
+from hyper_assets.errors import (
+    ConfigurationError,
+    HomeConflictError,
+    HomeStoreError,
+    LeaseLostError,
 )
 
 SECRET = "not-a-real-secret-5f3c9a"

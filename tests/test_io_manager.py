@@ -36,9 +36,9 @@ from hyper_assets import (
     UnsupportedTypeError,
     ingest,
 )
+from hyper_assets._engine.tables import Catalog
+from hyper_assets._rows.outbox import Outbox
 from hyper_assets.errors import DatabaseVersionError
-from hyper_assets.outbox import Outbox
-from hyper_assets.tables import Catalog
 
 STORES = TableName("Extract", "stores")
 

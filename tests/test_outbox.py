@@ -16,12 +16,12 @@ from dagster import asset, materialize
 from tableauhyperapi import TableName
 
 from hyper_assets import HyperIOManager, PrimaryKeyError, SchemaMismatchError
+from hyper_assets._engine.types import columns_from_arrow
+from hyper_assets._rows.ingest import Write, write_table
+from hyper_assets._rows.outbox import CAPTURED, Outbox
+from hyper_assets._rows.pending_keys import PendingKeys
+from hyper_assets._rows.staging import stage_arrow
 from hyper_assets.errors import CorruptDatabaseError, CorruptFileError, UnknownFormatVersionError
-from hyper_assets.ingest import Write, write_table
-from hyper_assets.outbox import CAPTURED, Outbox
-from hyper_assets.pending_keys import PendingKeys
-from hyper_assets.staging import stage_arrow
-from hyper_assets.types import columns_from_arrow
 
 EVENTS = TableName("Extract", "events")
 

@@ -1,5 +1,5 @@
 """Every foreign key declared in metadata is in the file once both its tables exist,
-whatever order the writes come in (`hyper_assets.pending_keys`).
+whatever order the writes come in (`hyper_assets._rows.pending_keys`).
 
 A star of three assets, `stores` (primary key) and two append facts referencing it, is
 written as a new user would: in one run (Dagster picks the order), and facts first in
@@ -26,8 +26,8 @@ from hyper_assets import (
     HyperIOManager,
     InvalidGeographyError,
 )
-from hyper_assets.pending_keys import PendingKeys
-from hyper_assets.tables import Catalog, ForeignKey, Keys
+from hyper_assets._engine.tables import Catalog, ForeignKey, Keys
+from hyper_assets._rows.pending_keys import PendingKeys
 
 STORES, SALES, RETURNS = (TableName("Extract", t) for t in ("stores", "sales", "returns"))
 TO_STORES = ForeignKey(("store_id",), STORES, ("store_id",))

@@ -57,8 +57,8 @@ def test_every_config_field_says_what_it_is():
     """Every field a user sets, in Python config or in the component's YAML, has the
     description that Dagster's UI, `dg` and the docs show."""
     from hyper_assets._component import specs
-    from hyper_assets.compaction import AutoCompact
-    from hyper_assets.stores import StoreCredentials
+    from hyper_assets._engine.compaction import AutoCompact
+    from hyper_assets._home.stores import StoreCredentials
 
     configs = [
         hyper_assets.TableauServerResource,
@@ -97,7 +97,7 @@ def test_every_config_field_says_what_it_is():
 def test_the_docs_list_the_default_connected_app_scopes():
     """Users configure `ConnectedAppSignIn(scopes=...)`: docs/publishing.md lists the
     default, instead of sending them to an internal constant."""
-    from hyper_assets.tableau.connected_app import PUBLISH_SCOPES
+    from hyper_assets.tableau._rest.connected_app import PUBLISH_SCOPES
 
     text = (ROOT / "docs" / "publishing.md").read_text()
     assert "connected_app.PUBLISH_SCOPES" not in text

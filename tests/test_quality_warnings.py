@@ -21,8 +21,8 @@ from hyper_assets import (
     quality_warning_sensor,
     tableau_datasource_asset,
 )
+from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import Emulator
-from hyper_assets.process import SharedHyper
 
 
 @pytest.mark.slow

@@ -24,8 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from tableauhyperapi import Date, TableName
 
 from hyper_assets import ConfigurationError, HyperIOManager, SchemaMismatchError
-from hyper_assets.outbox import Outbox
-from hyper_assets.tables import Catalog, ForeignKey, Keys
+from hyper_assets._engine.tables import Catalog, ForeignKey, Keys
+from hyper_assets._rows.outbox import Outbox
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 SALES = "SELECT id, DATE'2024-01-02' AS day, id % 3 AS store_id FROM range(5)"

@@ -22,7 +22,7 @@ import pytest
 from cluster import EXECUTOR_CONF, connect_server, standalone_cluster
 from helpers import ROWS_SQL, as_text, query
 
-from hyper_assets.outbox import Outbox
+from hyper_assets._rows.outbox import Outbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("namespaces")]
 HERE = Path(__file__).parent

@@ -17,24 +17,24 @@ from typing import Any
 import pytest
 from tableauhyperapi import TableName
 
-from hyper_assets._saved import VERSION_KEY, SavedFormat
-from hyper_assets.chunks import Part, chunk_key
-from hyper_assets.compaction import DELETIONS, Deletions
+from hyper_assets._base.saved import VERSION_KEY, SavedFormat
+from hyper_assets._dagster.identity import RECORD as IDENTITY_RECORD
+from hyper_assets._dagster.sensors import CURSOR
+from hyper_assets._engine.compaction import DELETIONS, Deletions
+from hyper_assets._engine.tables import ForeignKey
+from hyper_assets._home.chunks import Part, chunk_key
+from hyper_assets._home.generations import MANIFEST, MARKER_FORMAT, Manifest, Marker, StoredFile
+from hyper_assets._home.lease import RECORD as LEASE_RECORD
+from hyper_assets._home.lease import LeaseRecord
+from hyper_assets._rows.modes import WriteMode
+from hyper_assets._rows.outbox import CHANGE_RECORD, Change, OutboxState
+from hyper_assets._rows.outbox import STATE as OUTBOX_STATE_FORMAT
+from hyper_assets._rows.pending_keys import RECORD as PENDING_RECORD
+from hyper_assets._rows.pending_keys import PendingKey
+from hyper_assets._rows.window import KeySet, TimeRange, Window
 from hyper_assets.errors import CorruptFileError, UnknownFormatVersionError
-from hyper_assets.generations import MANIFEST, MARKER_FORMAT, Manifest, Marker, StoredFile
-from hyper_assets.identity import RECORD as IDENTITY_RECORD
-from hyper_assets.lease import RECORD as LEASE_RECORD
-from hyper_assets.lease import LeaseRecord
-from hyper_assets.modes import WriteMode
-from hyper_assets.outbox import CHANGE_RECORD, Change, OutboxState
-from hyper_assets.outbox import STATE as OUTBOX_STATE_FORMAT
-from hyper_assets.pending_keys import RECORD as PENDING_RECORD
-from hyper_assets.pending_keys import PendingKey
-from hyper_assets.sensors import CURSOR
-from hyper_assets.tableau.actions import Insert, Upsert
-from hyper_assets.tableau.conditions import Eq
-from hyper_assets.tableau.plan import PLAN as PLAN_FORMAT
-from hyper_assets.tableau.plan import (
+from hyper_assets.tableau._publish.plan import PLAN as PLAN_FORMAT
+from hyper_assets.tableau._publish.plan import (
     PUBLISH_STATE,
     Batch,
     ColumnShape,
@@ -46,9 +46,9 @@ from hyper_assets.tableau.plan import (
     TableShape,
     Target,
 )
-from hyper_assets.tableau.publish_lock import HOLDER, Holder
-from hyper_assets.tables import ForeignKey
-from hyper_assets.window import KeySet, TimeRange, Window
+from hyper_assets.tableau._publish.publish_lock import HOLDER, Holder
+from hyper_assets.tableau.actions import Insert, Upsert
+from hyper_assets.tableau.conditions import Eq
 
 AT = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 APPEND = Change(

@@ -27,7 +27,7 @@ from dagster._core.definitions.sensor_definition import SensorExecutionData
 from demo.assets import flights, weather
 from demo.definitions import build_definitions
 from hyper_assets import ConfigurationError
-from hyper_assets.sensors import LANDING_FILE_TAG, landing_sensor
+from hyper_assets._dagster.sensors import LANDING_FILE_TAG, landing_sensor
 
 DAYS = DailyPartitionsDefinition(start_date="2013-01-01", end_date="2014-01-01")
 DAY_REGEX = r"_(\d{4}-\d{2}-\d{2})\.parquet$"

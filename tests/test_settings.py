@@ -30,9 +30,9 @@ from hyper_assets import (
     TableauServerResource,
     TokenSignIn,
 )
-from hyper_assets.staging import StagingArea
-from hyper_assets.tableau.settings import ClientSettings, TokenCredentials
-from hyper_assets.tableau.transport import HttpSettings, RetryPolicy, Transport
+from hyper_assets._rows.staging import StagingArea
+from hyper_assets.tableau._rest.settings import ClientSettings, TokenCredentials
+from hyper_assets.tableau._rest.transport import HttpSettings, RetryPolicy, Transport
 
 SECRET = "s3cr3t-of-the-settings-tests"
 

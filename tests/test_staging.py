@@ -19,9 +19,8 @@ from object_stores import moto_server
 from tableauhyperapi import Connection, CreateMode
 
 from hyper_assets import HyperIOManager
-from hyper_assets.errors import ConfigurationError, StagingNotSharedError, StagingStoreError
-from hyper_assets.ingest import external_sql
-from hyper_assets.staging import (
+from hyper_assets._rows.ingest import external_sql
+from hyper_assets._rows.staging import (
     RemoteRoot,
     S3Staging,
     StagingArea,
@@ -29,7 +28,7 @@ from hyper_assets.staging import (
     parse_root,
     staged_row_count,
 )
-from hyper_assets.transfer import (
+from hyper_assets._rows.transfer import (
     StagingMode,
     _chunks,
     _probe,
@@ -38,6 +37,7 @@ from hyper_assets.transfer import (
     resolve_mode,
     stage,
 )
+from hyper_assets.errors import ConfigurationError, StagingNotSharedError, StagingStoreError
 
 SECRET = "s3cr3t-value-never-shown"
 

@@ -14,7 +14,7 @@ from helpers import query
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets import HyperIOManager, HyperResource
-from hyper_assets.tables import Catalog, ForeignKey
+from hyper_assets._engine.tables import Catalog, ForeignKey
 from tpch import ASSETS, DIMENSIONS, FACTS, MONTHS, TABLES, TpchParquet, generate
 
 SCALE_FACTOR = 0.01

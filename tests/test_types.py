@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 from tableauhyperapi import SqlType
 
 from hyper_assets import HyperIOManager, HyperResource, UnsupportedTypeError
-from hyper_assets.types import columns_from_arrow, columns_from_spark
+from hyper_assets._engine.types import columns_from_arrow, columns_from_spark
 
 
 def test_every_type_round_trips_with_wall_clock_timestamps(spark, hyper, tmp_path: Path):

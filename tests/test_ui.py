@@ -26,7 +26,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from demo.assets import airlines
 from demo.checks import build_checks
 from demo.data import source
-from hyper_assets.process import SharedHyper
+from hyper_assets._engine.process import SharedHyper
 
 pytestmark = pytest.mark.slow
 

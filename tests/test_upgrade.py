@@ -18,9 +18,9 @@ from hyper_assets import (
     VersionUpgrade,
     upgrade_database,
 )
-from hyper_assets.process import SharedHyper
-from hyper_assets.tables import Catalog
-from hyper_assets.upgrade import file_for_write
+from hyper_assets._engine.process import SharedHyper
+from hyper_assets._engine.tables import Catalog
+from hyper_assets._engine.upgrade import file_for_write
 
 
 def version_of(hyper: SharedHyper, database: Path) -> int:

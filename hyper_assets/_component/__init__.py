@@ -1,1 +1,2 @@
-"""The parts of `hyper_assets.component` (internal: import from `hyper_assets.component`)."""
+"""The YAML component: `HyperExtractComponent` (`component.py`) and its parts, the specs of
+its YAML, its tables, the adoption of existing assets and its publish."""

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from hyper_assets._component.specs import PublishSpec
+from hyper_assets._dagster.spec import DEFAULT_SCHEMA
 from hyper_assets.errors import ComponentSpecError
-from hyper_assets.spec import DEFAULT_SCHEMA
-from hyper_assets.tableau.assets import datasource_key, tableau_datasource_asset
+from hyper_assets.tableau._dagster.assets import datasource_key, tableau_datasource_asset
 
 if TYPE_CHECKING:
-    from hyper_assets.component import HyperExtractComponent
+    from hyper_assets._component.component import HyperExtractComponent
 
 
 def publish_asset(

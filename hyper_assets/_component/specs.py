@@ -17,9 +17,9 @@ from dagster.components.resolved.core_models import (
     resolve_partitions_def,
 )
 
-from hyper_assets.tableau import defaults
-from hyper_assets.tableau.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS
-from hyper_assets.tableau.resource import ConnectedAppSignIn, TokenSignIn
+from hyper_assets.tableau._dagster.resource import ConnectedAppSignIn, TokenSignIn
+from hyper_assets.tableau._publish.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS
+from hyper_assets.tableau._rest import defaults
 
 ResolvedPartitionsDefinition = Annotated[
     dg.PartitionsDefinition | None,
@@ -203,7 +203,7 @@ class AdoptSpec(dg.Resolvable):
 
 @dataclass(frozen=True)
 class ChecksSpec(dg.Resolvable):
-    """The library's checks (hyper_assets.checks), run inside Hyper."""
+    """The library's checks (hyper_assets._checks.checks), run inside Hyper."""
 
     enabled: Annotated[
         bool, dg.Resolver.default(description="false: the component defines no checks.")

@@ -17,7 +17,7 @@ from hyper_assets._component.specs import ColumnSpec, FileSource, TableYaml
 from hyper_assets.errors import ComponentSpecError
 
 if TYPE_CHECKING:  # the component builds its tables here; only its type is needed
-    from hyper_assets.component import HyperExtractComponent
+    from hyper_assets._component.component import HyperExtractComponent
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Tables a SQL statement reads, when `inputs` does not list them: `FROM t` / `JOIN t`.

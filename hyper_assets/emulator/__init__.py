@@ -22,18 +22,18 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 
-from hyper_assets._files import MEGABYTE
+from hyper_assets._base.files import MEGABYTE
+from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator.errors import EmulatorConfigError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import JobRunner
 from hyper_assets.emulator.server import Api, RequestHandler
 from hyper_assets.emulator.sessions import ConnectedApp, Sessions
 from hyper_assets.emulator.store import Site, Sites, UploadStore
-from hyper_assets.process import SharedHyper
 
 #: The largest update payload the emulated server takes, as a server's default limit
 #: (configurable on a real one); above it the server answers 413. The client's own
-#: batch size is `hyper_assets.tableau.publish.DEFAULT_MAX_PAYLOAD_BYTES`.
+#: batch size is `hyper_assets.tableau._publish.publish.DEFAULT_MAX_PAYLOAD_BYTES`.
 SERVER_MAX_PAYLOAD_BYTES = 100 * MEGABYTE
 DEFAULT_API_VERSION = "3.24"
 

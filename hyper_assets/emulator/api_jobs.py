@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hyper_assets._files import MEGABYTE
+from hyper_assets._base.files import MEGABYTE
 from hyper_assets.emulator.batch import parse_batch
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.replies import accepted_job_node, job_node

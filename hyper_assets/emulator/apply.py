@@ -28,7 +28,7 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
-from hyper_assets._sql import attach, transaction
+from hyper_assets._engine.sql import attach, transaction
 from hyper_assets.emulator.batch import (
     FIELDS,
     Action,

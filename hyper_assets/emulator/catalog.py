@@ -1,7 +1,7 @@
 """The server's own reading of a `.hyper` file's tables and ASSUMED keys.
 
 Read straight from Hyper's catalog (`pg_constraint`, `pg_attribute`), not through the
-client's `hyper_assets.tables`, so the keys the client wrote are judged by a reading the
+client's `hyper_assets._engine.tables`, so the keys the client wrote are judged by a reading the
 client does not share.
 """
 

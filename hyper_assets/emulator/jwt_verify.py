@@ -2,7 +2,7 @@
 
 Written from RFC 7515 (JWS compact serialisation, HS256), RFC 7519 (JWT claims) and
 Tableau's "Configure Connected Apps with Direct Trust", not from the client's
-`hyper_assets.tableau.connected_app`, so a bug in the client's signing cannot pass here.
+`hyper_assets.tableau._rest.connected_app`, so a bug in the client's signing cannot pass here.
 
 Tableau takes an HS256 JWT signed with one of the app's secret values; the header names
 the app (`iss`, its client id) and the secret (`kid`, its id); the claims are `iss` (the

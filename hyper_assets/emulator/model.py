@@ -7,7 +7,7 @@ which our reading). One table of any name is always taken.
 
 This is the server's side: it judges the file as it came, reading the keys with its own
 `hyper_assets.emulator.catalog`, and shares neither the client's code that builds the tree
-(`hyper_assets.tableau.model`) nor its catalog reading (`hyper_assets.tables`).
+(`hyper_assets.tableau._publish.model`) nor its catalog reading (`hyper_assets._engine.tables`).
 """
 
 from __future__ import annotations

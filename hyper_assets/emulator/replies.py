@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from hyper_assets._files import MEGABYTE
+from hyper_assets._base.files import MEGABYTE
 from hyper_assets.emulator.jobs import UPDATE, Job
 from hyper_assets.emulator.rest import Request
 from hyper_assets.emulator.store import Datasource, Project

@@ -19,8 +19,8 @@ from tableauhyperapi import (
     escape_name,
 )
 
+from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import ConnectedApp, Emulator
-from hyper_assets.process import SharedHyper
 
 Column = TableDefinition.Column
 Tables = Mapping[tuple[str, str], tuple[Sequence[Column], Sequence[tuple[Any, ...]]]]

@@ -16,11 +16,11 @@ from tableauhyperapi import Connection, TableDefinition, TableName, escape_name
 from hyper_assets import (
     HyperIOManager,
 )
+from hyper_assets._engine.process import SharedHyper
+from hyper_assets._rows.outbox import Outbox
 from hyper_assets.emulator import Emulator
-from hyper_assets.outbox import Outbox
-from hyper_assets.process import SharedHyper
-from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
+from hyper_assets.tableau._dagster.assets import tableau_datasource_asset
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
 
 Column = TableDefinition.Column
 NAME, PROJECT = "Sales", "Default"

@@ -22,10 +22,10 @@ from tableauhyperapi import (
     TableName,
 )
 
+from hyper_assets._engine.process import HyperSettings, SharedHyper
 from hyper_assets.emulator.apply import apply_batch
 from hyper_assets.emulator.batch import parse_batch
 from hyper_assets.emulator.errors import ActionBatchError
-from hyper_assets.process import HyperSettings, SharedHyper
 from hyper_assets.tableau.actions import (
     Action,
     Always,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from tableauhyperapi import TableName
 
-from hyper_assets.outbox import Change
+from hyper_assets._rows.outbox import Change
+from hyper_assets.tableau._publish.changes import Step, net_steps
+from hyper_assets.tableau._publish.payload import step_actions
 from hyper_assets.tableau.actions import And, Delete, Eq, Insert, Replace
-from hyper_assets.tableau.changes import Step, net_steps
-from hyper_assets.tableau.payload import step_actions
 
 
 def test_an_upsert_is_sent_as_delete_by_key_then_insert() -> None:

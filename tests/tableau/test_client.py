@@ -25,6 +25,7 @@ import pytest
 import tableauserverclient as TSC
 from tableauhyperapi import NOT_NULLABLE, Connection, SqlType, TableDefinition
 
+from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import ConnectedApp, Emulator
 from hyper_assets.errors import (
     AmbiguousProjectError,
@@ -39,16 +40,15 @@ from hyper_assets.errors import (
     TableauRequestError,
     TableauSignInError,
 )
-from hyper_assets.process import SharedHyper
-from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
-from hyper_assets.tableau.client import Job, Project, TableauClient
-from hyper_assets.tableau.connected_app import b64url, connected_app_jwt, signature
-from hyper_assets.tableau.model import server_refusal
-from hyper_assets.tableau.resource import (
+from hyper_assets.tableau._dagster.resource import (
     ConnectedAppSignIn,
     TableauServerResource,
     TokenSignIn,
 )
+from hyper_assets.tableau._publish.model import server_refusal
+from hyper_assets.tableau._rest.client import Job, Project, TableauClient
+from hyper_assets.tableau._rest.connected_app import b64url, connected_app_jwt, signature
+from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
 
 Column = TableDefinition.Column
 COLUMNS = [Column("id", SqlType.int()), Column("label", SqlType.text())]

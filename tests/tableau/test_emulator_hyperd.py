@@ -8,10 +8,10 @@ from typing import Any
 from helpers import crash_hyperd
 from tableauhyperapi import SqlType, TableDefinition
 
+from hyper_assets._engine.process import HyperSettings, SharedHyper
 from hyper_assets.emulator import Emulator
-from hyper_assets.process import HyperSettings, SharedHyper
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
 from hyper_assets.tableau.actions import Insert
-from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
 
 Column = TableDefinition.Column
 

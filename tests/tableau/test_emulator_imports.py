@@ -2,7 +2,7 @@
 
 Until the project's import-linter contracts exist, this holds the rule: no module of
 `hyper_assets.emulator` imports the Tableau client (`hyper_assets.tableau`) or the
-client's catalog reading (`hyper_assets.tables`).
+client's catalog reading (`hyper_assets._engine.tables`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import hyper_assets.emulator
 
-FORBIDDEN = ("hyper_assets.tableau", "hyper_assets.tables")
+FORBIDDEN = ("hyper_assets.tableau", "hyper_assets._engine.tables")
 
 
 def imported(path: Path) -> set[str]:

@@ -13,10 +13,10 @@ from helpers import assert_copy, query
 from tableauhyperapi import Connection
 
 from hyper_assets import HyperIOManager, TableauServerResource, TokenSignIn
+from hyper_assets._engine.process import SharedHyper
+from hyper_assets._rows.outbox import Outbox
 from hyper_assets.emulator import Emulator
-from hyper_assets.outbox import Outbox
-from hyper_assets.process import SharedHyper
-from hyper_assets.tableau.assets import tableau_datasource_asset
+from hyper_assets.tableau._dagster.assets import tableau_datasource_asset
 
 TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-03-01", end_date="2024-03-10")

@@ -4,10 +4,10 @@ import dagster as dg
 import pytest
 from tableauhyperapi import TableName
 
+from hyper_assets._engine.tables import ForeignKey, Keys
 from hyper_assets.errors import ConfigurationError, DataModelError, PublishError
-from hyper_assets.tableau.assets import build_publish_op, tableau_datasource_asset
-from hyper_assets.tableau.model import data_model
-from hyper_assets.tables import ForeignKey, Keys
+from hyper_assets.tableau._dagster.assets import build_publish_op, tableau_datasource_asset
+from hyper_assets.tableau._publish.model import data_model
 
 
 def table(name: str) -> TableName:

@@ -14,11 +14,11 @@ import pytest
 from tableauhyperapi import Connection
 
 from hyper_assets import HyperFileError, HyperIOManager, PayloadFileError, PublishError
-from hyper_assets.outbox import Outbox
-from hyper_assets.process import SharedHyper
-from hyper_assets.tableau.changes import Step, net_steps
-from hyper_assets.tableau.payload import build_parts, write_batch
-from hyper_assets.tables import Catalog
+from hyper_assets._engine.process import SharedHyper
+from hyper_assets._engine.tables import Catalog
+from hyper_assets._rows.outbox import Outbox
+from hyper_assets.tableau._publish.changes import Step, net_steps
+from hyper_assets.tableau._publish.payload import build_parts, write_batch
 
 
 def events(ids: list[int], *, label_first: bool = False) -> dg.AssetsDefinition:

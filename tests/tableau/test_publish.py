@@ -47,6 +47,9 @@ from hyper_assets import (
     compact,
     upgrade_database,
 )
+from hyper_assets._engine.tables import Catalog
+from hyper_assets._engine.types import sql_name
+from hyper_assets._rows.outbox import Outbox
 from hyper_assets.errors import (
     AmbiguousProjectError,
     ConfigurationError,
@@ -57,12 +60,9 @@ from hyper_assets.errors import (
     PublishLockedError,
     TableauConnectionError,
 )
-from hyper_assets.outbox import Outbox
-from hyper_assets.tableau.assets import build_publish_op
-from hyper_assets.tableau.publish import Publisher
-from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
-from hyper_assets.tables import Catalog
-from hyper_assets.types import sql_name
+from hyper_assets.tableau._dagster.assets import build_publish_op
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
+from hyper_assets.tableau._publish.publish import Publisher
 
 
 def test_first_publish_sends_the_whole_file_then_only_changes(setup: Setup) -> None:
@@ -474,11 +474,11 @@ def test_a_failed_job_keeps_the_changes_for_the_next_run(setup: Setup) -> None:
 CHILD = """
 import sys
 from hyper_assets import HyperResource
-from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
-from hyper_assets.tableau.publish import Publisher
-from hyper_assets.types import sql_name
-from hyper_assets.tableau.publish import Publisher
-from hyper_assets.types import sql_name
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
+from hyper_assets.tableau._publish.publish import Publisher
+from hyper_assets._engine.types import sql_name
+from hyper_assets.tableau._publish.publish import Publisher
+from hyper_assets._engine.types import sql_name
 
 url, database, secret = sys.argv[1:]
 tableau = TableauServerResource(

@@ -12,9 +12,9 @@ from typing import Literal
 import pytest
 from tableauhyperapi import TableName
 
-from hyper_assets.modes import WriteMode
-from hyper_assets.outbox import Change
-from hyper_assets.tableau.decision import (
+from hyper_assets._rows.modes import WriteMode
+from hyper_assets._rows.outbox import Change
+from hyper_assets.tableau._publish.decision import (
     UPDATE_REASON,
     Decision,
     Found,
@@ -25,7 +25,7 @@ from hyper_assets.tableau.decision import (
     decide,
     what_to_send,
 )
-from hyper_assets.tableau.plan import (
+from hyper_assets.tableau._publish.plan import (
     ColumnShape,
     Fingerprint,
     Plan,

@@ -20,14 +20,14 @@ from hyper_assets import (
     PrimaryKeyError,
     SchemaMismatchError,
 )
+from hyper_assets._engine.types import columns_from_arrow
+from hyper_assets._rows.ingest import Write
+from hyper_assets._rows.modes import WriteMode
+from hyper_assets._rows.outbox import Outbox
+from hyper_assets._rows.staging import Staged
 from hyper_assets.emulator import Emulator
-from hyper_assets.ingest import Write
-from hyper_assets.modes import WriteMode
-from hyper_assets.outbox import Outbox
-from hyper_assets.staging import Staged
-from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
-from hyper_assets.types import columns_from_arrow
+from hyper_assets.tableau._dagster.assets import tableau_datasource_asset
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
 
 NAME, PROJECT = "Shop", "Default"
 TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py

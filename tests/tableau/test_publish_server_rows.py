@@ -13,9 +13,9 @@ from tableauhyperapi import NOT_NULLABLE, SqlType, TableDefinition
 
 from hyper_assets import HyperResource, PublishError
 from hyper_assets.emulator import Emulator
-from hyper_assets.tableau.client import TableauClient
-from hyper_assets.tableau.publish import Publisher
-from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
+from hyper_assets.tableau._publish.publish import Publisher
+from hyper_assets.tableau._rest.client import TableauClient
 
 SITE, TOKEN = "analytics", ("raw", "raw-secret")  # conftest.py's; TSC signs in as "ci"
 

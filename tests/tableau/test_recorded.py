@@ -28,11 +28,15 @@ from hyper_assets.errors import (
     TableauSignInError,
     UnexpectedReplyError,
 )
+from hyper_assets.tableau._dagster.assets import tableau_datasource_asset
+from hyper_assets.tableau._dagster.resource import (
+    ConnectedAppSignIn,
+    TableauServerResource,
+    TokenSignIn,
+)
+from hyper_assets.tableau._rest.client import TableauClient
+from hyper_assets.tableau._rest.connected_app import signature, unb64url
 from hyper_assets.tableau.actions import Always, Delete
-from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.client import TableauClient
-from hyper_assets.tableau.connected_app import signature, unb64url
-from hyper_assets.tableau.resource import ConnectedAppSignIn, TableauServerResource, TokenSignIn
 
 RECORDED = Path(__file__).parent / "recorded"
 XML = "application/xml;charset=UTF-8"

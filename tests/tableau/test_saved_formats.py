@@ -14,7 +14,7 @@ import pytest
 from sales_world import Setup, datasource_dir, published_base, some_changes
 
 from hyper_assets import UnknownFormatVersionError
-from hyper_assets.outbox import Outbox
+from hyper_assets._rows.outbox import Outbox
 
 
 def unfinished_plan(setup: Setup) -> None:

@@ -14,10 +14,10 @@ from helpers import arrow
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets import DataModelError, HyperIOManager
+from hyper_assets._engine.tables import Catalog, ForeignKey, Keys
 from hyper_assets.emulator import Emulator
-from hyper_assets.tableau.assets import tableau_datasource_asset
-from hyper_assets.tableau.resource import TableauServerResource, TokenSignIn
-from hyper_assets.tables import Catalog, ForeignKey, Keys
+from hyper_assets.tableau._dagster.assets import tableau_datasource_asset
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
 
 NAME, PROJECT = "Shop", "Default"
 TOKEN_NAME, TOKEN_SECRET, SITE = "ci", "s3cret-tøken", "analytics"  # as in conftest.py

@@ -1,0 +1,59 @@
+"""Durable file writes, the mode of the files we create, and size units; shared by the
+resource, the saved formats (`hyper_assets._base.saved`), compaction and the emulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+MEGABYTE = 1024 * 1024
+
+
+def file_size(path: Path | None) -> int:
+    """The bytes of file `path`; 0 for no file (None, or none there)."""
+    return path.stat().st_size if path is not None and path.exists() else 0
+
+
+def file_mode() -> int:
+    """The mode of every file this library creates: 0o666 less the process's umask (what
+    `open()` gives). hyperd makes its files 0o660 less its own umask (0o640 beside our
+    0o644 under the usual 0o022); `set_mode` brings them to this one, so a umask of 0o002
+    lets a group of users (or containers of different uids) share the file and its
+    companions.
+    """
+    try:
+        status = Path("/proc/self/status").read_text()
+        (line,) = [x for x in status.splitlines() if x.startswith("Umask:")]
+        umask = int(line.split()[1], 8)
+    except (OSError, ValueError):
+        umask = os.umask(0o022)  # where /proc says nothing: read it by setting it back
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
+def set_mode(path: Path) -> None:
+    """Gives the file `path`, which this process created, `file_mode()`."""
+    os.chmod(path, file_mode())
+
+
+def write_json(path: Path, body: object) -> None:
+    """Writes `path` atomically and durably: a crash leaves the old file or the new one."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
+    with os.fdopen(descriptor, "w") as out:
+        json.dump(body, out, indent=1)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    fsync_path(path.parent)
+
+
+def fsync_path(path: Path) -> None:
+    """Flushes a file to disk, or makes renames and removals in a directory durable."""
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)

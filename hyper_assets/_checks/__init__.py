@@ -1,0 +1,1 @@
+"""The asset checks: keys, nulls, row counts, publish freshness."""

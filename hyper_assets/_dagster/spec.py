@@ -1,0 +1,147 @@
+"""Asset metadata, parsed once into frozen typed values: one named error per bad key.
+
+The IO manager, the checks and the component read an asset's table, write mode, keys
+and partition expression from a `TableSpec`, never from the metadata dict itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tableauhyperapi import TableName
+
+from hyper_assets._engine.tables import Keys, parse_foreign_keys, table_label
+from hyper_assets._rows.modes import DECLARED_MODES, WriteMode
+from hyper_assets.errors import ConfigurationError
+
+#: The schema of assets whose key has one part, unless the IO manager's `default_schema`
+#: says otherwise.
+DEFAULT_SCHEMA = "Extract"
+
+PartitionExpr = str | Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """What an asset's definition metadata says about the table it is stored as."""
+
+    table: TableName
+    keys: Keys
+    declared_mode: WriteMode | None = None
+    partition_expr: PartitionExpr | None = None
+    add_columns: bool = False  # metadata schema_evolution="add_columns"
+    geography: tuple[str, ...] = ()  # metadata geography_columns: WKT stored as GEOGRAPHY
+
+    @property
+    def label(self) -> str:
+        return table_label(self.table)
+
+    def write_mode(self, partitioned: bool) -> WriteMode:
+        """The declared mode, else a partition replace or a full refresh."""
+        if self.declared_mode:
+            return self.declared_mode
+        return WriteMode.PARTITION if partitioned else WriteMode.REPLACE
+
+    @classmethod
+    def parse(
+        cls, key_path: Sequence[str], metadata: Mapping[str, Any] | None, default_schema: str
+    ) -> TableSpec:
+        """`[..., schema, table]` -> "schema"."table"; one part -> `default_schema`.
+
+        Metadata `schema` and `table` override the key, for names Dagster keys cannot
+        hold; `write_mode`, `primary_key`, `foreign_keys`, `partition_expr`,
+        `schema_evolution` and `geography_columns` are checked.
+        """
+        metadata = metadata or {}
+        schema = _name(metadata, "schema", key_path) or (
+            key_path[-2] if len(key_path) > 1 else default_schema
+        )
+        table = TableName(schema, _name(metadata, "table", key_path) or key_path[-1])
+        label = table_label(table)
+        return cls(
+            table,
+            Keys(
+                _column_names(
+                    metadata.get("primary_key"), label, "primary_key", '"id" or ["id", "site"]'
+                ),
+                parse_foreign_keys(metadata.get("foreign_keys"), schema, label),
+            ),
+            _declared_mode(metadata.get("write_mode"), label),
+            _partition_expr(metadata.get("partition_expr"), label),
+            _adds_columns(metadata.get("schema_evolution"), label),
+            _column_names(
+                metadata.get("geography_columns"), label, "geography_columns", '["location"]'
+            ),
+        )
+
+
+def _name(metadata: Mapping[str, Any], field: str, key_path: Sequence[str]) -> str | None:
+    value = metadata.get(field)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigurationError(
+            f"Metadata {field} of asset {'/'.join(key_path)} is {value!r}; give a non-empty "
+            f"string (the {field} name, any characters) or leave it out to use the asset key."
+        )
+    return value
+
+
+def _column_names(value: object, label: str, field: str, example: str) -> tuple[str, ...]:
+    """Metadata `field`: a column name, a list of them, or nothing."""
+    if value is None or value == []:
+        return ()
+    columns = (value,) if isinstance(value, str) else value
+    if not isinstance(columns, Sequence) or not all(isinstance(c, str) and c for c in columns):
+        raise ConfigurationError(
+            f"Metadata {field} of {label} is {value!r}; give a column name or a list of "
+            f"them, e.g. {example}."
+        )
+    return tuple(columns)
+
+
+def _declared_mode(value: object, label: str) -> WriteMode | None:
+    if value is None:
+        return None
+    if value not in DECLARED_MODES:
+        raise ConfigurationError(
+            f"Metadata write_mode of {label} is {value!r}; use 'append' or 'upsert', or "
+            "leave it out for a full refresh (or a partition replace)."
+        )
+    return WriteMode(str(value))
+
+
+def _adds_columns(value: object, label: str) -> bool:
+    if value is None or value == "add_columns":
+        return value is not None
+    raise ConfigurationError(
+        f"Metadata schema_evolution of {label} is {value!r}; use 'add_columns' (appends, "
+        "upserts and partition writes add the columns the table lacks, NULL in its stored "
+        "rows) or leave it out (new columns are refused)."
+    )
+
+
+def _partition_expr(value: object, label: str) -> PartitionExpr | None:
+    if value is None or (isinstance(value, str) and value):
+        return value
+    if isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()
+    ):
+        return dict(value)
+    raise ConfigurationError(
+        f"Metadata partition_expr of {label} is {value!r}; give the column (or SQL "
+        'expression) holding the partition, or for multi-partitions a dict {"dimension": '
+        '"column"}.'
+    )
+
+
+def input_columns(metadata: Mapping[str, Any] | None, label: str) -> tuple[str, ...] | None:
+    """The columns an input's metadata asks for (`AssetIn(metadata={"columns": [...]})`)."""
+    wanted = (metadata or {}).get("columns")
+    if not wanted:
+        return None
+    if isinstance(wanted, str) or not all(isinstance(w, str) for w in wanted):
+        raise ConfigurationError(
+            f"Input metadata columns for {label} must be a list of column names, got {wanted!r}."
+        )
+    return tuple(wanted)

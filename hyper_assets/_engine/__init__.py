@@ -1,0 +1,2 @@
+"""The Hyper engine: one hyperd per process, SQL, the catalog, types, compaction and file
+versions."""

@@ -1,0 +1,158 @@
+"""Internal: start and own `hyperd` processes with the settings this library wants.
+
+`HyperResource` (Dagster) and the REST emulator both start their process here, so the
+defaults (telemetry off, logs bounded and out of the working directory, file format
+version) are written once. Resources with the same settings share one hyperd per Python
+process.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tableauhyperapi import Connection, Endpoint, HyperException, HyperProcess, Telemetry
+
+from hyper_assets._engine.hyper_errors import is_unreachable
+from hyper_assets.errors import HyperStartError
+
+log = logging.getLogger(__name__)
+
+
+#: hyperd's own log rotation: at most two files (it checks their size only now and then,
+#: so one may pass the limit before it starts the next).
+LOG_LIMITS = {"log_file_max_count": "2", "log_file_size_limit": "10M"}
+
+
+@dataclass(frozen=True)
+class HyperSettings:
+    """How to start a hyperd; equal settings share one process."""
+
+    log_dir: str | None = None
+    default_database_version: int = 2
+    send_usage_data: bool = False
+    parameters: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+def start_hyper(settings: HyperSettings, log_dir: Path) -> HyperProcess:
+    """Start a `hyperd` logging into `log_dir` (rotated, `LOG_LIMITS`); usage data goes to
+    Tableau only when `send_usage_data` is True. `settings.parameters` override both.
+    Raises `HyperStartError` with Hyper's words when it does not start."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    params = {
+        "log_dir": str(log_dir),
+        "default_database_version": str(settings.default_database_version),
+        **LOG_LIMITS,
+        **dict(settings.parameters),
+    }
+    telemetry = (
+        Telemetry.SEND_USAGE_DATA_TO_TABLEAU
+        if settings.send_usage_data
+        else Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU
+    )
+    try:
+        return HyperProcess(telemetry=telemetry, parameters=params)
+    except HyperException as error:
+        words = " ".join(str(error).split())
+        raise HyperStartError(
+            f"hyperd did not start with the parameters {params}: {words}. Check "
+            f"HyperResource(parameters=...) and its log_dir (hyperd's logs, if any: {log_dir})."
+        ) from error
+
+
+class SharedHyper:
+    """One lazily started `hyperd`, shut down by `close()`; safe to share across threads.
+
+    A hyperd that died (a crash, a kill) is noticed on the next use and replaced by a new
+    one: connections opened before are lost, files stay as their last close left them.
+
+    Without `settings.log_dir`, each hyperd logs into a temporary directory of its own,
+    removed when it is closed; a dead one's logs are kept, and the warning names them.
+    """
+
+    def __init__(self, settings: HyperSettings | None = None) -> None:
+        self.settings = settings or HyperSettings()
+        self._process: HyperProcess | None = None
+        self._own_logs: Path | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def process(self) -> HyperProcess:
+        with self._lock:
+            if self._process is not None and self._process.is_open and not _answers(self._process):
+                logs = self.settings.log_dir or self._own_logs
+                log.warning(
+                    "hyperd at %s died (its logs: %s); starting a new one",
+                    self._process.endpoint,
+                    logs,
+                )
+                with suppress(HyperException):
+                    self._process.close()
+                self._own_logs = None  # kept for whoever looks into the crash
+            if self._process is None or not self._process.is_open:
+                self._process = start_hyper(self.settings, self._log_dir())
+            return self._process
+
+    def _log_dir(self) -> Path:
+        if self.settings.log_dir:
+            return Path(self.settings.log_dir)
+        if self._own_logs is None:
+            self._own_logs = Path(tempfile.mkdtemp(prefix="hyper-assets-logs-"))
+        return self._own_logs
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self.process.endpoint
+
+    def close(self) -> None:
+        with self._lock:
+            if self._process is not None and self._process.is_open:
+                self._process.close()
+            self._process = None
+            if self._own_logs is not None:
+                shutil.rmtree(self._own_logs, ignore_errors=True)
+                self._own_logs = None
+
+
+def _answers(process: HyperProcess) -> bool:
+    """False when nothing accepts a connection at the hyperd's endpoint any more.
+
+    About a millisecond when it does. Any other failure leaves it to the caller's own
+    connection to report.
+    """
+    try:
+        Connection(process.endpoint).close()
+    except HyperException as error:
+        return not is_unreachable(error)
+    return True
+
+
+_shared: dict[HyperSettings, tuple[SharedHyper, int]] = {}
+_registry_lock = threading.Lock()
+
+
+def acquire(settings: HyperSettings) -> SharedHyper:
+    """The process-wide hyperd for `settings`; pair every call with `release`."""
+    with _registry_lock:
+        shared, users = _shared.get(settings, (None, 0))
+        shared = shared or SharedHyper(settings)
+        _shared[settings] = (shared, users + 1)
+        return shared
+
+
+def release(settings: HyperSettings) -> None:
+    """Stops the hyperd for `settings` when its last user lets go."""
+    with _registry_lock:
+        shared, users = _shared.get(settings, (None, 0))
+        if shared is None:
+            return
+        if users <= 1:
+            del _shared[settings]
+            shared.close()
+        else:
+            _shared[settings] = (shared, users - 1)

@@ -1,0 +1,419 @@
+"""Generations of an extract in an object store, and the local working copy of one.
+
+Under the home's prefix (`s3://bucket/path/shop.hyper/`):
+
+- `chunks/<sha256>.<token>`: the bytes of the files of committed states (the `.hyper`
+  file, its outbox and the state kept beside it), cut into chunks (`hyper_assets._home.chunks`),
+  each uploaded by the generation whose manifest's token it carries, and named again by
+  the next generations while their files hold its bytes; written once, never changed
+  (`chunks/<sha256>`: one of manifests of format 2, shared by any generation);
+- `manifest/<n>.json`: generation n's files, each as its list of chunks (`MANIFEST`; its
+  `format_version` is the `FORMAT` below, spelled `format` by earlier versions). Creating it with
+  the store's create-if-absent write (S3 `If-None-Match: *`) is the commit: of two
+  writers that both start from generation n - 1, one creates `manifest/<n>.json`, the
+  other gets `HomeConflictError` and its chunks stay uncommitted. Manifests are never
+  deleted (a deleted one could be created again by a stalled writer);
+- `generations/<n>-<token>/<file>`: whole files, as manifests of format 1 named them
+  (written by earlier versions; still read, no longer written);
+- `lease.json`: who may write now (`hyper_assets._home.lease`).
+
+A commit uploads only the chunks its base generation lacks; `hyper_assets._home.collect`
+deletes what no recent generation names. A run keeps a working copy of one generation on
+its disk, with a marker naming it, and downloads only when the home's current generation
+is another, and then only the chunks its copy lacks. The marker is removed before the
+copy is written to, so a copy that a failed or killed write changed is checked again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import obstore
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+)
+from obstore.store import ObjectStore
+
+from hyper_assets._base.saved import Fields, SavedFormat
+from hyper_assets._home import chunks
+from hyper_assets._home.chunks import CHUNKS, Part, Transfer, chunk_key
+from hyper_assets.errors import (
+    CorruptFileError,
+    HomeCommitUnknownError,
+    HomeConflictError,
+    HomeStoreError,
+)
+
+#: 1: each file one object under generations/; 2: chunks under their SHA-256, shared by
+#: every generation; 3: chunks under keys of the generation that uploaded them.
+FORMAT = 3
+READS = (1, 2, 3)
+MANIFESTS = "manifest/"
+_DIGITS = 20  # manifest numbers are zero-padded: the store lists them in order
+MARKER = ".generation.json"
+#: obstore's errors for a request the store answered with a refusal (a 4xx status): it
+#: was not carried out, and no copy of it is on its way.
+REFUSALS = (PermissionDeniedError, UnauthenticatedError, AlreadyExistsError, FileNotFoundError)
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One file of a generation: its path in the working copy and its parts in order."""
+
+    path: str
+    size: int
+    parts: tuple[Part, ...]
+
+    def to_record(self) -> dict[str, Any]:
+        chunks = [_chunk_record(p) for p in self.parts]
+        return {"path": self.path, "size": self.size, "chunks": chunks}
+
+    @classmethod
+    def from_record(cls, f: Fields) -> StoredFile:
+        path, size = f.take("path", str), f.take("size", int)
+        if f.version == 1:  # the whole file, one object
+            whole = Part(f.take("key", str), 0, size, f.take("sha256", str))
+            return cls(path, size, (whole,))
+        parts, offset = [], 0
+        for digest, length, token in f.each("chunks", _chunk):
+            parts.append(Part(chunk_key(digest, token), offset, length, digest, token))
+            offset += length
+        if offset != size:
+            raise ValueError(f"the chunks of {path} hold {offset} bytes, not {size}")
+        return cls(path, size, tuple(parts))
+
+
+def _chunk_record(part: Part) -> dict[str, Any]:
+    """A chunk as a manifest names it: its hash, size, and the token of its key (none for
+    a chunk of format 2)."""
+    token = {"token": part.token} if part.token else {}
+    return {"sha256": part.sha256, "size": part.size} | token
+
+
+def _chunk(f: Fields) -> tuple[str, int, str]:
+    return f.take("sha256", str), f.take("size", int), f.take("token", str, "")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Generation `number` of an extract: its files, the lease that committed it, and the
+    extract's identity (created with generation 1, carried by every later one)."""
+
+    number: int
+    token: str
+    extract_id: str
+    lease_id: str
+    files: tuple[StoredFile, ...]
+    committed_at: str
+
+    @property
+    def key(self) -> str:
+        return manifest_key(self.number)
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The objects its files are made of."""
+        return frozenset(p.key for f in self.files for p in f.parts)
+
+    def chunks(self) -> dict[str, str]:
+        """The tokens of its chunks' keys by their SHA-256 (whole files of format 1 left
+        out)."""
+        return {p.sha256: p.token for f in self.files for p in f.parts if p.key.startswith(CHUNKS)}
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(MANIFEST.to_json(self), indent=1).encode()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "token": self.token,
+            "extract_id": self.extract_id,
+            "lease_id": self.lease_id,
+            "files": [f.to_record() for f in self.files],
+            "committed_at": self.committed_at,
+        }
+
+    @classmethod
+    def from_json(cls, f: Fields) -> Manifest:
+        return cls(
+            number=f.take("number", int),
+            token=f.take("token", str),
+            extract_id=f.take("extract_id", str),
+            lease_id=f.take("lease_id", str),
+            files=f.each("files", StoredFile.from_record),
+            committed_at=f.take("committed_at", str),
+        )
+
+    @classmethod
+    def parse(cls, body: bytes, where: str) -> Manifest:
+        """The manifest `body` read from `where`: `CorruptFileError` when it cannot be read
+        (`UnknownFormatVersionError` for a format this library does not read)."""
+        return MANIFEST.from_text(body, where)
+
+
+#: `manifest/<n>.json`. Formats 1 to 3 spelled their version `format`; a manifest has
+#: always had one.
+MANIFEST = SavedFormat(
+    FORMAT,
+    Manifest.from_json,
+    Manifest.to_json,
+    "Restore it from the store's object versions, or write with a library version that reads it.",
+    reads=READS,
+    older_keys=("format",),
+    unversioned=None,
+)
+
+
+def manifest_key(number: int) -> str:
+    return f"{MANIFESTS}{number:0{_DIGITS}d}.json"
+
+
+@contextmanager
+def store_errors(where: str, *, missing: bool = True) -> Iterator[None]:
+    """Maps the store's own errors (obstore's) to `HomeStoreError`, quoting them; a
+    missing object (`FileNotFoundError`) too, unless `missing` is False."""
+    try:
+        yield
+    except (BaseError, FileNotFoundError) as error:
+        if isinstance(error, FileNotFoundError) and not missing:
+            raise
+        raise store_error(where, error) from error
+
+
+def store_error(where: str, error: Exception) -> HomeStoreError:
+    """The store's `error`, where it leaves nothing committed: at a step before the
+    commit, or at a commit the store refused."""
+    return HomeStoreError(
+        f"The store of {where} failed ({first_line(error)}); nothing was committed. Check "
+        "the bucket or container, the store's settings or environment (S3: "
+        "AWS_ENDPOINT_URL, keys, region; Azure: AZURE_STORAGE_ACCOUNT_NAME and its key or "
+        "endpoint) and that this machine reaches the store."
+    )
+
+
+def first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+class Generations:
+    """The generations of one extract in `store` (rooted at the home's prefix)."""
+
+    def __init__(self, store: ObjectStore, where: str, name: str) -> None:
+        self.store, self.where, self.name = store, where, name
+        self.sent = Transfer()  # by the last commit
+
+    def current(self) -> Manifest | None:
+        """The newest committed generation; None for a home nothing was committed to."""
+        keys = self.numbers()
+        return self.read(max(keys)) if keys else None
+
+    def numbers(self) -> list[int]:
+        """The numbers of the committed generations, oldest first."""
+        with store_errors(self.where):
+            keys = [m["path"] for batch in obstore.list(self.store, MANIFESTS) for m in batch]
+        return sorted(int(k.removeprefix(MANIFESTS).removesuffix(".json")) for k in keys)
+
+    def read(self, number: int) -> Manifest:
+        key = manifest_key(number)
+        with store_errors(self.where):
+            body = bytes(obstore.get(self.store, key).bytes())
+        return Manifest.parse(body, f"{self.where}/{key}")
+
+    def commit(
+        self,
+        base: Manifest | None,
+        working: WorkingCopy,
+        lease_id: str,
+        fence: Callable[[], None] = lambda: None,
+    ) -> Manifest:
+        """Uploads the chunks of the working copy's files that `base` lacks, under keys of
+        the new generation's own, and makes them generation `base + 1` (returns `base`
+        when they are its files).
+
+        `fence` runs between the upload and the commit (the lease's renewal: it raises
+        when the lease was lost, so nothing is committed). Raises `HomeConflictError` if
+        another writer committed that generation first; this one's uploaded chunks are
+        then orphans, and the current generation is theirs. `sent` holds the bytes moved.
+        """
+        number, token = (base.number if base else 0) + 1, uuid.uuid4().hex[:12]
+        named = base.chunks() if base else {}
+        files, self.sent = [], Transfer()
+        with store_errors(self.where):
+            for path, local in working.files():
+                parts, transfer = chunks.upload(self.store, local, named, token)
+                files.append(StoredFile(path, sum(p.size for p in parts), parts))
+                self.sent += transfer
+            if base is not None and tuple(files) == base.files:
+                working.mark(base)  # nothing changed: the home holds this state already
+                return base
+            manifest = Manifest(
+                number,
+                token,
+                base.extract_id if base else uuid.uuid4().hex,
+                lease_id,
+                tuple(files),
+                datetime.now(UTC).isoformat(),
+            )
+            fence()
+        self._create(manifest)
+        working.mark(manifest)
+        return manifest
+
+    def _create(self, manifest: Manifest) -> None:
+        """Creates `manifest`'s object: the commit. When the store answers with an error
+        (a reply lost, a retried create refused by the first one's object), the object
+        tells whether it committed: it holds this manifest's token (committed), another's
+        (`HomeConflictError`), or is absent. Absent after the store refused the create
+        (`REFUSALS`), nothing was committed (`HomeStoreError`); after any other error (a
+        timeout: obstore does not retry a create), the create may still be on its way,
+        so it is sent again, and whichever lands first is the commit. When that cannot
+        be told, `HomeCommitUnknownError`."""
+        body = manifest.to_bytes()
+        try:
+            obstore.put(self.store, manifest.key, body, mode="create")
+            return
+        except (BaseError, FileNotFoundError) as error:
+            failed = error
+        token = self._token(manifest, failed)
+        if token is None and not isinstance(failed, REFUSALS):
+            try:
+                obstore.put(self.store, manifest.key, body, mode="create")
+                return
+            except AlreadyExistsError:  # the first create landed, or another writer's
+                token = self._token(manifest, failed)
+            except (BaseError, FileNotFoundError) as error:
+                sent = f"again when it was sent again ({first_line(error)})"
+                raise self._unknown(manifest, failed, sent) from error
+        if token is None:
+            raise store_error(self.where, failed) from failed
+        if token != manifest.token:
+            raise HomeConflictError(
+                f"Another writer committed generation {manifest.number} of {self.where} "
+                "while this write ran (its lease expired meanwhile); nothing of this write "
+                "was committed. Run it again: it starts from their generation."
+            ) from failed
+
+    def _token(self, manifest: Manifest, failed: Exception) -> str | None:
+        """The token of the manifest the store holds at `manifest`'s number; None when
+        it holds none; `HomeCommitUnknownError` when the store does not answer."""
+        try:
+            body = bytes(obstore.get(self.store, manifest.key).bytes())
+        except FileNotFoundError:
+            return None
+        except BaseError as error:
+            asked = f"again when asked whether it had ({first_line(error)})"
+            raise self._unknown(manifest, failed, asked) from error
+        return Manifest.parse(body, f"{self.where}/{manifest.key}").token
+
+    def _unknown(self, manifest: Manifest, failed: Exception, then: str) -> HomeCommitUnknownError:
+        """The commit of `manifest` failed with `failed`, and `then` (what failed next)
+        left unknown whether it took place."""
+        where = f"{self.where}/{manifest.key}"
+        return HomeCommitUnknownError(
+            f"This write to {self.where} may be committed: the store failed when it created "
+            f"{manifest.key}, the commit ({first_line(failed)}), and {then}. Do not run it "
+            "again before checking: an append run twice adds its rows twice. It is "
+            f"committed if {where} holds token {manifest.token!r} (read it with the store's "
+            "console or CLI); if it holds another token, nothing of this write was "
+            "committed: run it again. If it is absent, the create may still land: check "
+            "again later."
+        )
+
+    def download(self, manifest: Manifest | None, working: WorkingCopy) -> Transfer | None:
+        """Makes the working copy equal to `manifest` (empty for None), fetching only the
+        chunks it lacks; the bytes moved, or None when the copy already is that
+        generation."""
+        if working.generation() == _identity(manifest):
+            return None
+        files = manifest.files if manifest else ()
+        working.clear(keep={f.path for f in files})
+        transfer = Transfer()
+        with store_errors(self.where):
+            for stored in files:
+                target = working.directory / stored.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                transfer += chunks.download(self.store, stored.parts, target, self.where)
+        working.mark(manifest)
+        return transfer
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The generation a working copy holds (number 0: none, the home was empty)."""
+
+    number: int
+    token: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "token": self.token}
+
+    @classmethod
+    def from_json(cls, f: Fields) -> Marker:
+        return cls(f.take("number", int), f.take("token", str))
+
+
+#: The working copy's marker (written without a version before this one: version 1).
+MARKER_FORMAT = SavedFormat(1, Marker.from_json, Marker.to_json, "The copy is downloaded again.")
+
+
+def _identity(manifest: Manifest | None) -> Marker:
+    return Marker(manifest.number, manifest.token) if manifest else Marker(0, "")
+
+
+class WorkingCopy:
+    """This machine's copy of one generation: `directory/<name>` and the files beside it
+    (its outbox, compaction's count), with a marker naming the generation."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.directory, self.name = directory, name
+        self.database = directory / name
+        self._marker = directory / MARKER
+
+    def files(self) -> Iterator[tuple[str, Path]]:
+        """The generation's files: the database and everything named after it, but its
+        locks and a publish's holder record, which belong to a process, not a state."""
+        for path in sorted(self.directory.rglob("*")):
+            relative = path.relative_to(self.directory).as_posix()
+            top = relative.split("/")[0]
+            if not path.is_file() or not (top == self.name or top.startswith(self.name + ".")):
+                continue
+            if path.name.startswith(".") or path.name.endswith((".lock", ".holder.json")):
+                continue
+            yield relative, path
+
+    def generation(self) -> Marker | None:
+        """The generation the copy holds, unchanged since; None when unknown or changed."""
+        try:
+            return MARKER_FORMAT.read(self._marker)
+        except (OSError, CorruptFileError):
+            return None
+
+    def mark(self, manifest: Manifest | None) -> None:
+        MARKER_FORMAT.write(self._marker, _identity(manifest))
+
+    def changing(self) -> None:
+        """Called before the copy is written to: until a commit marks it, it is no
+        generation (a failed write's copy is downloaded again)."""
+        self._marker.unlink(missing_ok=True)
+
+    def clear(self, keep: Collection[str] = ()) -> None:
+        """Removes the generation's files but those at the paths in `keep` (a download
+        reuses their chunks)."""
+        self.changing()
+        for relative, path in list(self.files()):
+            if relative not in keep:
+                path.unlink()
+        outbox = self.directory / f"{self.name}.outbox"
+        if outbox.is_dir() and not any(k.startswith(f"{self.name}.outbox/") for k in keep):
+            shutil.rmtree(outbox)

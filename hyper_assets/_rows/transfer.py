@@ -1,0 +1,366 @@
+"""How rows travel between Spark and this process: through shared staging, or streamed.
+
+- `shared`: Spark's executors write Parquet parts into a staging directory that this
+  process reads too (one machine, a file system both mount, or an object store whose
+  files are copied here: `StagingArea.pull`). Every write is checked:
+  the rows in the parts this process sees must equal the rows Spark counted while it
+  wrote them (an `Observation`), so parts left on the cluster's own disk are never taken
+  for an empty frame.
+- `stream`: a Spark Connect session sends the rows through its own channel as Arrow
+  record batches, written to local files as they arrive (Arrow IPC streams, one per
+  core up to 8, or Parquet for column types Hyper does not read from Arrow; a few
+  batches in memory).
+  Nothing is shared with, or installed on, the cluster.
+
+`auto` picks `shared` when Spark reads a file this process staged and this process
+reads one Spark wrote (a probe, once per session and staging root; a local classic
+session with a local root needs none), else `stream` for Spark Connect; a classic
+session on a cluster that cannot see the staging directory has no channel to stream
+through, and gets a `StagingNotSharedError` saying what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from hyper_assets._rows.spark import prepare_frame
+from hyper_assets._rows.staging import (
+    Staged,
+    StagingArea,
+    arrow_stream_readable,
+    part_files,
+    staged_row_count,
+)
+from hyper_assets.errors import (
+    ConfigurationError,
+    IngestError,
+    StagingNotSharedError,
+    StagingStoreError,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+
+class StagingMode(StrEnum):
+    """How a Spark DataFrame reaches Hyper (`HyperIOManager.staging_mode`)."""
+
+    AUTO = "auto"  # shared when verified by a probe, else stream (Spark Connect)
+    SHARED = "shared"  # Parquet parts in a directory both sides see; checked every write
+    STREAM = "stream"  # Arrow batches through the Spark Connect channel
+
+
+#: Arrow IPC stream files that streamed rows are spread over (Hyper loads them in parallel).
+STREAM_FILES = min(os.cpu_count() or 2, 8)
+#: Arrow bytes buffered before a row group of the streamed Parquet file is written.
+STREAM_ROW_GROUP_BYTES = 16 * 1024 * 1024
+
+log = logging.getLogger(__name__)
+
+#: What to do when Spark and this process do not share the staging directory.
+WAYS_OUT = (
+    "Set the HyperIOManager's staging_dir to storage both the executors and this process "
+    "reach (a shared mount, or an object store URI), or use a Spark Connect session with "
+    "staging_mode='auto' or 'stream' (rows then come through its channel)."
+)
+
+#: (staging root, store, session) -> None if they share it, else why not (clean answers).
+_probed: dict[tuple[str, str, str], str | None] = {}
+_probe_locks: dict[tuple[str, str, str], threading.Lock] = {}
+_locks_lock = threading.Lock()
+
+
+def is_connect(session: SparkSession) -> bool:
+    """A Spark Connect session (told by its class, without importing the Connect client)."""
+    return type(session).__module__.startswith("pyspark.sql.connect.")
+
+
+def resolve_mode(
+    requested: StagingMode, session: SparkSession, area: StagingArea, table: str
+) -> StagingMode:
+    """The mode a write or load of `table` through `session` uses."""
+    if requested is StagingMode.STREAM and not is_connect(session):
+        raise ConfigurationError(
+            f"staging_mode='stream' for {table} needs a Spark Connect session (sc://...), "
+            "and this one is classic. Use staging_mode='auto' or 'shared' with a staging_dir "
+            "that the executors and this process both reach."
+        )
+    if requested is not StagingMode.AUTO:
+        return requested
+    local = not is_connect(session) and (session.conf.get("spark.master") or "").startswith("local")
+    if local and area.remote is None:
+        return StagingMode.SHARED  # the executors are threads of this process
+    problem = _probe(session, area)
+    if problem is None:
+        return StagingMode.SHARED
+    if is_connect(session):
+        return StagingMode.STREAM
+    raise StagingNotSharedError(
+        f"The Spark cluster ({session.conf.get('spark.master', '?')}) and this process do "
+        f"not share {area.label}, the staging directory, so Spark cannot hand {table}'s "
+        f"rows to Hyper ({problem}); nothing was written. {WAYS_OUT}"
+    )
+
+
+def _session_key(session: SparkSession) -> str:
+    if is_connect(session):
+        return cast("ConnectSession", session).session_id
+    return session.sparkContext.applicationId
+
+
+def _probe(session: SparkSession, area: StagingArea) -> str | None:
+    """None when Spark reads a file staged here and this process reads one Spark wrote;
+    else what failed. A clean answer is kept per session and root; an error is not."""
+    key = (area.label, area.store_key, _session_key(session))
+    with _locks_lock:
+        lock = _probe_locks.setdefault(key, threading.Lock())
+    with lock:  # one probe per key at a time; other keys and cached answers do not wait
+        if key in _probed:
+            return _probed[key]
+        problem, clean = _run_probe(session, area)
+        if clean:
+            _probed[key] = problem
+        else:
+            log.warning(
+                "Staging probe of %s failed, asking again next time: %s", area.label, problem
+            )
+        return problem
+
+
+def _run_probe(session: SparkSession, area: StagingArea) -> tuple[str | None, bool]:
+    """What the probe found (None: shared), and whether that answer is clean to keep."""
+    token = uuid.uuid4().hex
+    try:
+        with area.directory("probe") as directory:
+            sent, received = directory / "sent.txt", directory / "received"
+            sent.write_text(token)
+            area.push(sent)
+            seen = [row[0] for row in session.read.text(area.spark_uri(sent)).collect()]
+            if seen != [token]:
+                return f"Spark read {len(seen)} lines of {area.spark_uri(sent)}, not 1", True
+            frame = session.createDataFrame([(token,)], "token string")
+            frame.write.parquet(area.spark_uri(received))
+            area.pull(received)
+            files = part_files(received)
+            tokens = [t for f in files for t in pq.read_table(f)["token"].to_pylist()]
+    except StagingStoreError as error:
+        return str(error), False
+    except (PySparkException, Py4JJavaError) as error:
+        said = error.java_exception.toString() if isinstance(error, Py4JJavaError) else error
+        # The file is not there (on the driver, or an executor): a clean answer.
+        clean = any(c in str(error) for c in ("PATH_NOT_FOUND", "FILE_NOT_EXIST"))
+        return f"Spark said: {str(said).strip().splitlines()[0]}", clean
+    if tokens != [token]:
+        return f"this process found {len(tokens)} of the 1 row Spark wrote", True
+    return None, True
+
+
+def _counted(df: DataFrame) -> tuple[DataFrame, Observation]:
+    """`df` prepared for staging, counting its rows as Spark produces them."""
+    observation = Observation(f"hyper_assets_{uuid.uuid4().hex}")
+    counted = prepare_frame(df).observe(observation, F.count(F.lit(1)).alias("rows"))
+    return counted, observation
+
+
+def _observed_rows(observation: Observation, table: str) -> int:
+    """The rows Spark counted while producing `table`'s frame."""
+    rows = observation.get.get("rows")
+    if rows is None:
+        raise IngestError(
+            f"Spark did not report how many rows of {table} it produced, so they cannot be "
+            "checked; nothing was written. Run the step again; if it persists, report the "
+            "Spark version."
+        )
+    return int(rows)
+
+
+def stage(
+    df: DataFrame,
+    mode: StagingMode,
+    area: StagingArea,
+    directory: Path,
+    compression: str,
+    table: str,
+) -> Staged:
+    """Brings `df`'s rows into local files under `directory`, the way `mode` says."""
+    if mode is StagingMode.SHARED:
+        return _stage_shared(df, area, directory, compression, table)
+    return _stream(df, directory, compression, table)
+
+
+def _stage_shared(
+    df: DataFrame, area: StagingArea, directory: Path, compression: str, table: str
+) -> Staged:
+    """Has Spark write `df` as Parquet parts; fails unless this process sees every row."""
+    target = directory / "parts"
+    counted, observation = _counted(df)
+    writer = counted.write.mode("overwrite").option("compression", compression)
+    # Dictionaries cost Spark time and mostly get thrown away on high-cardinality columns;
+    # the files are read once, locally (docs/performance.md).
+    writer.option("parquet.enable.dictionary", "false").parquet(area.spark_uri(target))
+    written = _observed_rows(observation, table)
+    area.pull(target)
+    files = part_files(target) if target.is_dir() else []
+    seen = staged_row_count(files)
+    if seen > written:
+        raise IngestError(
+            f"Spark wrote {written} rows of {table} to {area.spark_uri(target)}, but the "
+            f"committed parts there hold {seen}: files of another attempt were left beside "
+            f"them. Nothing was written; {table} is unchanged. Run the step again; if it "
+            "persists, check the cluster's output committer."
+        )
+    if seen < written:
+        raise StagingNotSharedError(
+            f"Spark wrote {written} rows of {table} to {area.spark_uri(target)}, but this "
+            f"process sees {seen} there: the cluster and this process do not share "
+            f"{area.label}. Nothing was written; {table} is unchanged. {WAYS_OUT}"
+        )
+    return Staged(tuple(files), seen)
+
+
+def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> Staged:
+    """Receives `df` (Spark Connect) as Arrow batches into local files (`_Sink`), counting
+    the rows as they arrive: the files are not read back to count them.
+
+    `to_table_as_iterator` is the Connect client's own batch iterator behind
+    `toLocalIterator`; pyspark has no public API that yields Arrow batches.
+    """
+    counted, observation = _counted(df)
+    connect = cast("ConnectDataFrame", counted)  # the caller checked is_connect
+    client = connect.sparkSession.client
+    batches = client.to_table_as_iterator(
+        connect._plan.to_proto(client), connect._plan.observations
+    )
+    received = 0
+    with _Sink(directory, compression) as sink:
+        for item in batches:
+            if not isinstance(item, T.StructType) and item.num_rows:
+                sink.add(item)
+                received += item.num_rows
+    written = _observed_rows(observation, table)
+    if received != written:
+        raise IngestError(
+            f"Spark produced {written} rows of {table} but {received} arrived through the "
+            "Spark Connect channel; nothing was written. Run the step again."
+        )
+    return Staged(tuple(sink.paths), received)
+
+
+class _Sink:
+    """Writes arriving Arrow tables to local files as they come.
+
+    When Hyper reads every column type from Arrow: `STREAM_FILES` IPC streams (one per
+    core, at most 8), filled in turn. Writing them costs next to nothing, and Hyper
+    scans each stream on one thread, so several load in parallel. Otherwise one Parquet
+    file, in row groups of about STREAM_ROW_GROUP_BYTES.
+    """
+
+    def __init__(self, directory: Path, compression: str) -> None:
+        self.directory, self.compression = directory, compression
+        self.paths: list[Path] = []
+        self.writers: list[pa.ipc.RecordBatchStreamWriter | pq.ParquetWriter] = []
+        self.pending: list[pa.Table] = []
+        self.size = self.tables = 0
+        self.closing = ExitStack()  # every writer opened is closed, whatever fails
+
+    def __enter__(self) -> _Sink:
+        return self
+
+    def add(self, table: pa.Table) -> None:
+        if not self.writers:
+            self._open(table.schema)
+        if isinstance(self.writers[0], pq.ParquetWriter):
+            self.pending.append(table)
+            self.size += table.nbytes
+            if self.size >= STREAM_ROW_GROUP_BYTES:
+                self._flush()
+        else:
+            self.writers[self.tables % len(self.writers)].write_table(table)
+        self.tables += 1
+
+    def _open(self, schema: pa.Schema) -> None:
+        if arrow_stream_readable(schema):
+            self.paths = [self.directory / f"streamed-{i}.arrows" for i in range(STREAM_FILES)]
+            for path in self.paths:
+                self.writers.append(self.closing.enter_context(pa.ipc.new_stream(path, schema)))
+        else:
+            self.paths = [self.directory / "streamed.parquet"]
+            writer = pq.ParquetWriter(self.paths[0], schema, compression=self.compression)
+            self.writers.append(self.closing.enter_context(writer))
+
+    def _flush(self) -> None:
+        if self.pending:
+            table = pa.concat_tables(self.pending)
+            self.writers[0].write_table(table, row_group_size=len(table))
+            self.pending, self.size = [], 0
+
+    def __exit__(self, *exc: object) -> None:
+        with self.closing:
+            if exc[0] is None:
+                self._flush()
+
+
+def to_spark(
+    session: SparkSession, area: StagingArea, path: Path, mode: StagingMode, table: str
+) -> DataFrame:
+    """A DataFrame of the Parquet file `path`: read by Spark, or sent to it in chunks."""
+    if mode is StagingMode.SHARED:
+        area.push(path)
+        try:
+            frame = session.read.parquet(area.spark_uri(path))
+            frame.schema  # noqa: B018 -- analysis lists the path now, not at a later action
+        except (PySparkException, Py4JJavaError) as error:
+            raise StagingNotSharedError(
+                f"Spark cannot read {area.spark_uri(path)}, where this process exported "
+                f"{table}: the cluster and this process do not share {area.label}. "
+                f"{WAYS_OUT} Spark said: {error}"
+            ) from error
+        return frame
+    # A chunk at least the cache threshold is uploaded as an artifact at once; smaller
+    # ones ride inside the plan, so only the last chunk stays in this process's memory.
+    threshold = int(session.conf.get("spark.sql.session.localRelationCacheThreshold") or 0)
+    with pq.ParquetFile(path) as file:
+        # A timestamp without time zone is TimestampNTZ, as Spark reads it from Parquet.
+        schema = from_arrow_schema(file.schema_arrow, prefer_timestamp_ntz=True)
+        chunks = [session.createDataFrame(c, schema) for c in _chunks(file, threshold)]
+    return _union(chunks)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    """The frames' rows, unioned as a balanced tree (a chain grows the plan's depth)."""
+    while len(frames) > 1:
+        pairs = zip(frames[::2], frames[1::2], strict=False)
+        frames = [a.union(b) for a, b in pairs] + frames[len(frames) - len(frames) % 2 :]
+    return frames[0]
+
+
+def _chunks(file: pq.ParquetFile, chunk_bytes: int) -> Iterator[pa.Table]:
+    """The file's rows as tables of at least `chunk_bytes` (but the last); one if empty."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in file.iter_batches(batch_size=64 * 1024):
+        pending.append(batch)
+        size += batch.nbytes
+        if size >= chunk_bytes:
+            yield pa.Table.from_batches(pending)
+            pending, size = [], 0
+    if pending or file.metadata.num_rows == 0:
+        yield pa.Table.from_batches(pending, schema=file.schema_arrow)

@@ -1,0 +1,1 @@
+"""The publish: plan, payload, data model, action batches sent and committed."""

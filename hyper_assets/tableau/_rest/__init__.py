@@ -1,0 +1,2 @@
+"""Tableau's REST API: transport, sign-in, replies, projects, jobs, downloads, data quality
+warnings."""
