@@ -20,8 +20,7 @@ from typing import Any
 from dagster import AssetIn, DailyPartitionsDefinition, asset, materialize
 from dagster_pyspark import PySparkResource
 from helpers import ROWS_SQL, as_text, staged_row_counts
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from hyper_assets import HyperIOManager, HyperResource
 

@@ -27,8 +27,7 @@ from tableauhyperapi import Connection, TableName, escape_name
 from demo.arrive import main as arrive_main
 from demo.assets import described
 from demo.checks import build_checks
-from demo.data import FACTS as FACT_TABLES
-from demo.data import arrive
+from demo.data import FACTS as FACT_TABLES, arrive
 from demo.definitions import DATASOURCES, build_definitions
 from hyper_assets import HyperIOManager
 from hyper_assets._engine.process import SharedHyper

@@ -21,8 +21,7 @@ from dagster import (
     materialize,
 )
 from helpers import io, query, staged_row_counts, table_rows
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets import (

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import hyper_assets
@@ -16,6 +18,20 @@ def test_every_public_name_imports():
     namespace: dict[str, object] = {}
     exec("from hyper_assets import *", namespace)
     assert set(hyper_assets.__all__) <= set(namespace)
+
+
+def test_the_emulator_and_the_errors_start_without_spark_or_dagster():
+    """`__init__` imports each public name when first used (`__init__.pyi`), so the
+    emulator's process and a caller of the errors load neither Spark nor Dagster."""
+    code = (
+        "import sys, hyper_assets.errors, hyper_assets.emulator.__main__; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'dagster'}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert loaded.stdout.strip() == "[]"
+    assert dir(hyper_assets) == hyper_assets.__all__
 
 
 def test_the_docs_import_only_public_names():

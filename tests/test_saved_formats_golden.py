@@ -24,17 +24,19 @@ from hyper_assets._engine.compaction import DELETIONS, Deletions
 from hyper_assets._engine.tables import ForeignKey
 from hyper_assets._home.chunks import Part, chunk_key
 from hyper_assets._home.generations import MANIFEST, MARKER_FORMAT, Manifest, Marker, StoredFile
-from hyper_assets._home.lease import RECORD as LEASE_RECORD
-from hyper_assets._home.lease import LeaseRecord
+from hyper_assets._home.lease import RECORD as LEASE_RECORD, LeaseRecord
 from hyper_assets._rows.modes import WriteMode
-from hyper_assets._rows.outbox import CHANGE_RECORD, Change, OutboxState
-from hyper_assets._rows.outbox import STATE as OUTBOX_STATE_FORMAT
-from hyper_assets._rows.pending_keys import RECORD as PENDING_RECORD
-from hyper_assets._rows.pending_keys import PendingKey
+from hyper_assets._rows.outbox import (
+    CHANGE_RECORD,
+    STATE as OUTBOX_STATE_FORMAT,
+    Change,
+    OutboxState,
+)
+from hyper_assets._rows.pending_keys import RECORD as PENDING_RECORD, PendingKey
 from hyper_assets._rows.window import KeySet, TimeRange, Window
 from hyper_assets.errors import CorruptFileError, UnknownFormatVersionError
-from hyper_assets.tableau._publish.plan import PLAN as PLAN_FORMAT
 from hyper_assets.tableau._publish.plan import (
+    PLAN as PLAN_FORMAT,
     PUBLISH_STATE,
     Batch,
     ColumnShape,

@@ -8,8 +8,7 @@ import pyarrow as pa
 import pytest
 from dagster import AssetIn, asset, materialize
 from helpers import ROWS_SQL, as_text, query
-from pyspark.sql import DataFrame
-from pyspark.sql import types as T
+from pyspark.sql import DataFrame, types as T
 from tableauhyperapi import SqlType
 
 from hyper_assets import HyperIOManager, HyperResource, UnsupportedTypeError

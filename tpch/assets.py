@@ -11,8 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 from dagster_pyspark import PySparkResource
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 MONTHS = dg.MonthlyPartitionsDefinition(start_date="1992-01-01", end_date="1998-09-01")
 

@@ -24,8 +24,7 @@ import fnmatch
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Sequence, Set as AbstractSet
 from pathlib import Path
 
 from dagster import (

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import warnings
 
-from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql import Column as SparkColumn, DataFrame, SparkSession, functions as F, types as T
 
 from hyper_assets._engine.types import Column
 from hyper_assets.errors import ConfigurationError

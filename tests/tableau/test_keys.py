@@ -15,8 +15,7 @@ import pytest
 from dagster_tableau import DagsterTableauTranslator, TableauContentType, TableauTranslatorData
 from dagster_tableau.translator import TableauContentData, TableauWorkspaceData
 
-from demo.definitions import DATASOURCES, build_definitions
-from demo.definitions import flights_datasource as flights_published
+from demo.definitions import DATASOURCES, build_definitions, flights_datasource as flights_published
 from hyper_assets import (
     ConfigurationError,
     HyperIOManager,

@@ -31,8 +31,7 @@ from hyper_assets.emulator.jwt_verify import ConnectedApp, verify_jwt
 from hyper_assets.emulator.sessions import Sessions
 from hyper_assets.errors import ActionValidationError
 from hyper_assets.tableau._rest.connected_app import connected_app_jwt, signature, unb64url
-from hyper_assets.tableau.actions import batch_to_json
-from hyper_assets.tableau.actions import parse_batch as client_parse
+from hyper_assets.tableau.actions import batch_to_json, parse_batch as client_parse
 
 HERE = Path(__file__).parent
 VECTORS = json.loads((HERE / "vectors" / "action_batches.json").read_text())

@@ -13,8 +13,8 @@ from tableauhyperapi import (
     TableDefinition,
     TableName,
     escape_name,
+    escape_string_literal as literal,
 )
-from tableauhyperapi import escape_string_literal as literal
 
 from hyper_assets._engine.compaction import file_version
 from hyper_assets._engine.sql import attach, detach
