@@ -60,6 +60,7 @@ test: envs browser azurite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest $(PARALLEL)
 	@$(MAKE) --no-print-directory test-lowest
 
