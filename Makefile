@@ -14,7 +14,7 @@ INSTALL := uv pip install --quiet --compile-bytecode
 # Two pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-.PHONY: test envs test-fast test-lowest lint demo ui bench bench-scale bench-galaxy bench-home java browser azurite clean
+.PHONY: test envs test-all test-fast test-lowest lint demo ui bench bench-scale bench-galaxy bench-home java browser azurite clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
@@ -56,13 +56,17 @@ azurite:
 		echo "The Azure home's tests need Azurite and are skipped without it (npm install -g azurite@3.35.0)."; \
 	fi
 
+# The two suites run side by side: alone, each left a core idle about half the time (Spark
+# and Dagster start-ups, servers awaited). --output-sync prints each suite's output whole.
 test: envs browser azurite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-all test-lowest
+
+test-all: $(STAMP)
 	$(BIN)/pytest $(PARALLEL)
-	@$(MAKE) --no-print-directory test-lowest
 
 # Both environments at once: each is mostly downloads and unpacking.
 envs:
