@@ -33,9 +33,9 @@ from hyper_assets import (
     SchemaMismatchError,
     TableNotFoundError,
     UnsupportedTypeError,
-    ingest,
 )
 from hyper_assets._engine.tables import Catalog
+from hyper_assets._rows import ingest
 from hyper_assets._rows.outbox import Outbox
 from hyper_assets.errors import DatabaseVersionError
 
