@@ -210,9 +210,9 @@ class CorruptFileError(HyperAssetsError):
 
 
 class UnknownFormatVersionError(CorruptFileError):
-    """A saved file of a `format_version` (spelled `format` in older manifests and leases)
-    that this library does not read: written by a newer hyper-assets. Nothing was
-    changed."""
+    """A saved file of a `format_version` (spelled `format` in the home's manifests and
+    older leases, `v` in the landing sensor's cursor) that this library does not read:
+    written by a newer hyper-assets. Nothing was changed."""
 
 
 # --- Action batches ------------------------------------------------------------------

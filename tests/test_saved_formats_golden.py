@@ -239,18 +239,10 @@ FORMATS: dict[str, tuple[SavedFormat[Any], dict[str, object]]] = {
     ),
     "manifest": (
         MANIFEST,
-        {
-            "v3": MANIFEST_VALUE,
-            "v3-format-key": MANIFEST_VALUE,
-            "v2-format-key": MANIFEST_OF_FORMAT_2,
-            "v1-format-key": MANIFEST_OF_FORMAT_1,
-        },
+        {"v3": MANIFEST_VALUE, "v2": MANIFEST_OF_FORMAT_2, "v1": MANIFEST_OF_FORMAT_1},
     ),
     "lease": (LEASE_RECORD, {"v1": LEASE, "v1-format-key": LEASE}),
-    "landing_cursor": (
-        CURSOR,
-        {"v1": CURSOR_FILES, "v1-v-key": CURSOR_FILES},
-    ),
+    "landing_cursor": (CURSOR, {"v1": CURSOR_FILES}),
 }
 GOLDEN_FILES = [(name, golden) for name, (_, files) in FORMATS.items() for golden in files]
 
@@ -301,7 +293,7 @@ def test_the_next_version_is_unknown_not_corrupt(name: str, golden: str) -> None
     saved, _ = FORMATS[name]
     newer = max(saved.reads or (saved.version,)) + 1
     body = golden_body(name, golden)
-    spelled = [k for k in (VERSION_KEY, *saved.older_keys) if k in body] or [VERSION_KEY]
+    spelled = [k for k in (saved.key, *saved.older_keys) if k in body] or [saved.key]
     body[spelled[0]] = newer
     with pytest.raises(UnknownFormatVersionError, match=rf"here\.json has format version {newer}"):
         saved.from_json(body, "here.json")
@@ -331,6 +323,14 @@ def test_a_field_not_known_deep_inside_is_refused_naming_where(
         saved.from_json(body, "here.json")
 
 
+def test_a_manifest_and_a_cursor_keep_the_spelling_earlier_releases_read() -> None:
+    """A worker of an earlier release sharing the home reads `format` (and a sensor's
+    cursor `v`): written as `format_version`, it would call a good manifest corrupt."""
+    assert golden_body("manifest", "v3")["format"] == 3
+    assert golden_body("landing_cursor", "v1")["v"] == 1
+    assert {saved.key for saved, _ in FORMATS.values()} == {VERSION_KEY, "format", "v"}
+
+
 def test_a_change_of_a_newer_version_inside_a_plan_is_unknown_naming_it() -> None:
     body = golden_body("plan", "v1")
     body["changes"][1][VERSION_KEY] = 2
@@ -341,8 +341,8 @@ def test_a_change_of_a_newer_version_inside_a_plan_is_unknown_naming_it() -> Non
 @pytest.mark.parametrize("name", ["identity", "manifest", "landing_cursor"])
 def test_formats_always_written_with_a_version_refuse_one_without(name: str) -> None:
     saved, _ = FORMATS[name]
-    body = {k: v for k, v in golden_body(name, f"v{saved.version}").items() if k != VERSION_KEY}
-    with pytest.raises(CorruptFileError, match="field 'format_version' is missing") as refused:
+    body = {k: v for k, v in golden_body(name, f"v{saved.version}").items() if k != saved.key}
+    with pytest.raises(CorruptFileError, match=f"field '{saved.key}' is missing") as refused:
         saved.from_json(body, "here.json")
     assert not isinstance(refused.value, UnknownFormatVersionError)
 

@@ -99,7 +99,7 @@ def test_files_with_the_same_mtime_each_run_once_in_day_order(tmp_path, instance
         tmp_path / "flights_2013-01-01.parquet"
     )
     assert json.loads(first.cursor) == {
-        "format_version": 1,
+        "v": 1,
         "files": {f"flights_2013-01-0{d}.parquet": [T0, 1] for d in (1, 2, 3)},
     }
     second = tick(sensor, instance, first.cursor)

@@ -3,9 +3,12 @@
 A `SavedFormat` is one such file (or record, or sensor cursor): `dump` lists the fields it
 writes, and `parse` takes them back one by one from `Fields`, each by name and type; a
 field it does not take is refused, so a file with a field this library does not know is
-never half read. Every one is written with its version first, spelled `format_version`;
-`older_keys` are the spellings earlier versions wrote (still read), and a file without a
-version is of version `unversioned`. A version this library does not read raises
+never half read. Every one is written with its version first, spelled `format_version`,
+except where a reader of an earlier release would take that spelling for a corrupt file
+(the home's manifests keep `format`, the landing sensor's cursor `v`: a worker not yet
+upgraded must not advise restoring a good generation); `older_keys` are the spellings
+earlier versions wrote (still read), and a file without a version is of version
+`unversioned`. A version this library does not read raises
 `UnknownFormatVersionError`; anything else wrong, `CorruptFileError` naming the file and
 the field, with the format's way out.
 
@@ -26,7 +29,7 @@ from hyper_assets.errors import CorruptFileError, UnknownFormatVersionError
 T = TypeVar("T")
 U = TypeVar("U")
 
-#: How every format written today spells its version.
+#: How every format written today spells its version, but two (see above).
 VERSION_KEY = "format_version"
 
 
@@ -145,20 +148,21 @@ class SavedFormat(Generic[T]):
     dump: Callable[[T], dict[str, Any]]  # every field but the version
     way_out: str
     reads: tuple[int, ...] = ()  # the versions read (none said: `version` only)
-    older_keys: tuple[str, ...] = ()  # how earlier versions spelled VERSION_KEY
+    older_keys: tuple[str, ...] = ()  # how earlier versions spelled `key`
     unversioned: int | None = 1  # the version of a file without one (None: refused)
+    key: str = VERSION_KEY  # how the version is spelled (see the module's docstring)
 
     def to_json(self, value: T) -> dict[str, Any]:
-        return {VERSION_KEY: self.version, **self.dump(value)}
+        return {self.key: self.version, **self.dump(value)}
 
     def take(self, fields: Fields) -> T:
         """The value `fields` hold, their version checked (the caller closes them)."""
-        keys = [k for k in (VERSION_KEY, *self.older_keys) if fields.has(k)]
+        keys = [k for k in (self.key, *self.older_keys) if fields.has(k)]
         version: object = self.unversioned
         if keys:
             version = fields.take(keys[0], object)
         elif version is None:
-            raise FieldError(f"field '{fields.name(VERSION_KEY)}' is missing")
+            raise FieldError(f"field '{fields.name(self.key)}' is missing")
         reads = self.reads or (self.version,)
         if not isinstance(version, int) or isinstance(version, bool) or version not in reads:
             raise _NewerVersion(version, reads, fields.where)

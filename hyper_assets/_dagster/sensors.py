@@ -278,6 +278,6 @@ CURSOR = SavedFormat(
     _cursor_files,
     lambda files: {"files": {n: list(v) for n, v in sorted(files.items())}},
     "Clear it to consider every file again.",
-    older_keys=("v",),
     unversioned=None,
+    key="v",  # as every earlier release reads it
 )

@@ -8,7 +8,7 @@ Under the home's prefix (`s3://bucket/path/shop.hyper/`):
   the next generations while their files hold its bytes; written once, never changed
   (`chunks/<sha256>`: one of manifests of format 2, shared by any generation);
 - `manifest/<n>.json`: generation n's files, each as its list of chunks (`MANIFEST`; its
-  `format_version` is the `FORMAT` below, spelled `format` by earlier versions). Creating it with
+  version, spelled `format` as earlier releases read it, is the `FORMAT` below). Creating it with
   the store's create-if-absent write (S3 `If-None-Match: *`) is the commit: of two
   writers that both start from generation n - 1, one creates `manifest/<n>.json`, the
   other gets `HomeConflictError` and its chunks stay uncommitted. Manifests are never
@@ -170,8 +170,8 @@ MANIFEST = SavedFormat(
     Manifest.to_json,
     "Restore it from the store's object versions, or write with a library version that reads it.",
     reads=READS,
-    older_keys=("format",),
     unversioned=None,
+    key="format",  # as every earlier release reads it
 )
 
 
