@@ -218,7 +218,10 @@ FORMATS: dict[str, tuple[SavedFormat[Any], dict[str, object]]] = {
         {"v1": OUTBOX_STATE, "v1-unversioned": OUTBOX_STATE},
     ),
     "change_record": (CHANGE_RECORD, {"v1": APPEND, "v1-unversioned": UPSERT}),
-    "plan": (PLAN_FORMAT, {"v1": PLAN, "v1-unversioned": FULL_PLAN_OF_OLD}),
+    "plan": (
+        PLAN_FORMAT,
+        {"v1": PLAN, "v1-unversioned": FULL_PLAN_OF_OLD, "v1-empty-target": FULL_PLAN_OF_OLD},
+    ),
     "publish_state": (PUBLISH_STATE, {"v1": STATE, "v1-unversioned": STATE_OF_OLD}),
     "pending_keys": (PENDING_RECORD, {"v1": PENDING}),
     "identity": (IDENTITY_RECORD, {"v1": IDENTITY}),

@@ -283,7 +283,8 @@ class Plan:
             reason=f.take("reason", str),
             changes=f.each("changes", CHANGE_RECORD.take),
             fingerprint=Fingerprint.from_field(f, "fingerprint"),
-            target=None if f.absent("target") else f.nested("target", Target.from_json),
+            # None, missing or {} (as plans saved before targets were recorded say): none
+            target=f.nested("target", Target.from_json) if f.optional("target", dict) else None,
             tables=f.strings("tables", ()),
             position=f.take("position", int, 0),
             rows=f.each("rows", SentRows.from_json, ()),
