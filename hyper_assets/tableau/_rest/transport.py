@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -86,13 +86,23 @@ class Transport:
         self.policy = policy
 
     def send(
-        self, method: str, url: str, *, repeatable: bool, stream: bool = False, **kwargs: Any
+        self,
+        method: str,
+        url: str,
+        *,
+        repeatable: bool,
+        stream: bool = False,
+        fresh_json: Callable[[], Any] | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
-        """The reply; with `stream`, its body is unread, and the caller closes the reply."""
+        """The reply; with `stream`, its body is unread, and the caller closes the reply.
+        `fresh_json` makes the JSON body anew for every attempt (a sign-in's JWT is good
+        for one)."""
         started, retry = time.monotonic(), 0
         while True:
             try:
-                request = self._request(method, url, **kwargs)
+                fresh = {"json": fresh_json()} if fresh_json else {}
+                request = self._request(method, url, **fresh, **kwargs)
                 response = self.http.send(request, stream=True)
                 if not stream:
                     _read(response, f"{method} {url}")
