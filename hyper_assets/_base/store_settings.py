@@ -37,14 +37,19 @@ class S3Settings(Config):
     @field_validator("endpoint_url", mode="before")
     @classmethod
     def _endpoint_with_scheme(cls, endpoint: object) -> object:
-        # Before pydantic reads an EnvVar as its name; its value is checked in the run.
-        given = isinstance(endpoint, str) and not isinstance(endpoint, EnvVar)
-        if given and urlparse(str(endpoint)).scheme not in ("http", "https"):
-            raise ConfigurationError(
-                f"S3 endpoint_url {endpoint!r} needs its scheme: http://host:port or "
-                "https://host:port."
-            )
+        # Before pydantic reads an EnvVar as its name; its value is checked where it is read.
+        if isinstance(endpoint, str) and not isinstance(endpoint, EnvVar):
+            checked_endpoint(endpoint)
         return endpoint
+
+
+def checked_endpoint(endpoint: str) -> str:
+    """`endpoint`, an S3 endpoint URL, refused without its http(s) scheme."""
+    if urlparse(endpoint).scheme not in ("http", "https"):
+        raise ConfigurationError(
+            f"S3 endpoint_url {endpoint!r} needs its scheme: http://host:port or https://host:port."
+        )
+    return endpoint
 
 
 class AzureSettings(Config):

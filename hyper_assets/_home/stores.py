@@ -37,7 +37,7 @@ from obstore.store import AzureStore, LocalStore, ObjectStore, S3Store
 from pydantic import Field
 
 from hyper_assets._base.env import plain
-from hyper_assets._base.store_settings import AzureSettings, S3Settings
+from hyper_assets._base.store_settings import AzureSettings, S3Settings, checked_endpoint
 from hyper_assets._home.generations import store_errors
 from hyper_assets.errors import ConfigurationError, UnsupportedHomeError
 
@@ -95,7 +95,7 @@ class S3Home:
         given = settings.s3 or S3Settings()
         endpoint = plain(given.endpoint_url, "s3.endpoint_url") or _first_set(_S3_ENDPOINTS)
         options = {
-            "endpoint": endpoint,
+            "endpoint": checked_endpoint(endpoint) if endpoint else None,
             "region": plain(given.region, "s3.region"),
             "access_key_id": plain(given.access_key_id, "s3.access_key_id"),
             "secret_access_key": plain(given.secret_access_key, "s3.secret_access_key"),

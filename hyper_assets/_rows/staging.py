@@ -32,7 +32,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from hyper_assets._base.env import plain
-from hyper_assets._base.store_settings import S3Settings
+from hyper_assets._base.store_settings import S3Settings, checked_endpoint
 from hyper_assets.errors import ConfigurationError, StagingStoreError
 
 
@@ -101,7 +101,7 @@ class RemoteRoot:
             return pafs.FileSystem.from_uri(self.scheme + self.uri[len(parsed.scheme) :])
         options = self.s3 or S3Settings()
         endpoint_url = plain(options.endpoint_url, "staging_s3.endpoint_url")
-        endpoint = urlparse(endpoint_url) if endpoint_url else None
+        endpoint = urlparse(checked_endpoint(endpoint_url)) if endpoint_url else None
         given_region = plain(options.region, "staging_s3.region")
         region = given_region or (None if endpoint else pafs.resolve_s3_region(parsed.netloc))
         filesystem = pafs.S3FileSystem(
