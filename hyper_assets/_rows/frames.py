@@ -97,9 +97,6 @@ _LOADERS: dict[tuple[str, str], Callable[[Path], object]] = {
     ("polars", "LazyFrame"): _polars_lazy,
 }
 
-#: The annotations `python_loader` knows, for messages and docs.
-PYTHON_FRAMES = ", ".join(f"{package}.{name}" for package, name in _LOADERS)
-
 
 def python_loader(annotation: object) -> Callable[[Path], object] | None:
     """How to load an input annotated `annotation` from the exported Parquet file; None

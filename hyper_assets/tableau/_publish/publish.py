@@ -99,7 +99,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_PAYLOAD_BYTES = 100 * MEGABYTE
 
 __all__ = [
-    "DEFAULT_LOCK_TIMEOUT_SECONDS",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "PublishResult",
     "Publisher",
