@@ -56,14 +56,15 @@ azurite:
 		echo "The Azure home's tests need Azurite and are skipped without it (npm install -g azurite@3.35.0)."; \
 	fi
 
-# The two suites run side by side: alone, each left a core idle about half the time (Spark
-# and Dagster start-ups, servers awaited). --output-sync prints each suite's output whole.
+# The two suites run side by side: alone, each left a core idle about 40% of the time
+# (Spark's and Dagster's start-ups, servers awaited). Their output interleaves by lines (a
+# suite's whole output at its end would leave CI's log silent for minutes).
 test: envs browser azurite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-all test-lowest
+	@$(MAKE) --no-print-directory -j2 --output-sync=line test-all test-lowest
 
 test-all: $(STAMP)
 	$(BIN)/pytest $(PARALLEL)
