@@ -141,6 +141,15 @@ def _write_here(database: Path, label: str, rows: int, mode: str) -> float:
     return seen[-1] - seen[0] if seen else 0.0
 
 
+def _staged(staging: Path) -> bool:
+    """Whether Spark wrote a Parquet part under `staging` yet (its temporary directories
+    come and go while it is listed)."""
+    try:
+        return any(staging.rglob("*.parquet"))
+    except FileNotFoundError:
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "moment"),
@@ -169,7 +178,7 @@ def test_kill_9_leaves_the_previous_committed_state(spark, hyper, tmp_path, mode
     second = _writer(database, "new", rows, staging, mode)
     deadline = time.monotonic() + 240
     if moment == "spark":
-        while not list(staging.rglob("*.parquet")) and time.monotonic() < deadline:
+        while not _staged(staging) and time.monotonic() < deadline:
             time.sleep(0.05)
     else:
         while not _lock_held(database) and second.poll() is None and time.monotonic() < deadline:
