@@ -11,15 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_archive import jvm_options
 
 from hyper_assets._engine.process import HyperSettings, SharedHyper
 
-# Every Spark JVM the tests start (this session's, the writers', Connect servers', the
-# demo's and Dagster's runs inherit the variable) compiles with C1 only and collects with
-# the serial collector: the tests' small jobs start and finish sooner on two cores
-# (side by side, three kill -9 cases of test_concurrency.py took 62 s and 53 s without,
-# 49 s and 45 s with). Users' Spark is not affected.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Every Spark JVM the tests start compiles with C1 only, collects with the serial collector
+# and maps the archive of Spark's classes `make test` wrote (tests/spark_archive.py): the
+# tests' small jobs start and finish sooner on two cores (side by side, three kill -9 cases
+# of test_concurrency.py took 62 s and 53 s with neither, 49 s and 45 s with the first
+# two). Users' Spark is not affected.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", jvm_options())
 
 # `make test` runs two pytest-xdist workers with `--dist loadfile`: each module runs on
 # one worker, so its module fixtures start once, and the modules are handed out in
