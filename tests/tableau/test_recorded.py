@@ -22,6 +22,7 @@ import pytest
 
 from hyper_assets import HyperIOManager
 from hyper_assets.errors import (
+    TableauConnectionError,
     TableauError,
     TableauJobError,
     TableauRequestError,
@@ -411,3 +412,28 @@ def test_recorded_project_lists_are_read_in_xml_and_as_single_json_objects(
         ),
     )
     assert client.project("Solo").id == "p1"
+
+
+def test_a_token_that_cannot_be_a_header_is_an_error_sent_once_and_never_repeated(
+    replay: Replay, records: list
+) -> None:
+    """A sign-in reply whose token holds a line break: every request would carry it in
+    X-Tableau-Auth, which HTTP forbids (httpx's `LocalProtocolError`). Nothing reaches the
+    server, nothing is retried, and the error says that nothing was applied."""
+    token = b'token="eIX6mvFsqyansa4KqEI1UwOpS8ggRs2l"'
+    broken = recorded("auth_sign_in.xml").body.replace(token, b'token="eIX6&#10;mvFsq"')
+    replay.routes.clear()
+    replay.on("POST", r"/auth/signin$", Answer(200, broken))
+    resource = TableauServerResource(
+        server_url=replay.url,
+        site="Samples",
+        sign_in=TokenSignIn(name="ci", secret="s"),
+        api_version="3.14",
+        max_retries=3,
+    )
+    with resource.client() as client, pytest.raises(TableauConnectionError) as refused:
+        client.get_job(FAILED_JOB)
+    assert "cannot be sent as HTTP (Illegal header value" in str(refused.value)
+    assert "nothing was sent" in str(refused.value) and not refused.value.maybe_applied
+    assert [seen for seen in replay.seen if "/jobs/" in seen] == []
+    assert not [r for r in records if "retry" in r.getMessage()]

@@ -4,7 +4,9 @@ The bottom layer of the client: it knows httpx and the retry policy, not Tableau
 replies. httpx's errors end here: a `server_url` httpx cannot send to is a
 `ConfigurationError` when the transport is made; no answer (network, TLS, timeouts) is a
 `TableauConnectionError`; a reply whose body does not decode (its `Content-Encoding`
-lies) an `UnexpectedReplyError`; a request URL httpx refuses a `TableauError`. An HTTP
+lies) an `UnexpectedReplyError`; a request URL httpx refuses a `TableauError`; a request
+that breaks HTTP (a header value with a line break) a `TableauConnectionError` that was
+neither sent nor repeated. An HTTP
 reply, error or not, goes up to `replies.parse`. (httpx's other errors cannot arise here:
 redirects are not followed, and cookies and streams are not used so as to raise.)
 
@@ -106,6 +108,14 @@ class Transport:
                 response = self.http.send(request, stream=True)
                 if not stream:
                     _read(response, f"{method} {url}")
+            except httpx.LocalProtocolError as err:
+                raise TableauConnectionError(
+                    f"Tableau server {self._host_port()}: {method} {url} cannot be sent as "
+                    f"HTTP ({err}); nothing was sent, and it was not repeated, as it would "
+                    "fail again. A header comes from the server's reply (the sign-in token) "
+                    "or from the settings: check them.",
+                    maybe_applied=False,
+                ) from err
             except httpx.TransportError as err:
                 unsent = isinstance(err, UNSENT)
                 what = f"{method} {url} failed: {err!r}"
