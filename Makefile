@@ -11,13 +11,14 @@ UV := 'uv>=0.9,<1'
 # compiles them, and each Python process (test workers, `dg`, Dagster's runs, the writers)
 # compiled dagster and pyspark again (the main suite took 20 minutes; with this, 12).
 INSTALL := uv pip install --quiet --compile-bytecode
-# Two pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
-PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder --durations=25
+# pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
+# The whole suite has three: with two, a core idled a third of the time once the
+# lowest-versions suite (two) had ended, while a worker awaited Dagster's daemon or a server.
+PARALLEL := --dist loadfile --no-loadscope-reorder --durations=25
 
 .PHONY: test envs typecheck test-all test-fast test-lowest test-lowest-logged lint demo ui bench bench-scale bench-galaxy bench-home java browser azurite clean
 
-$(STAMP): pyproject.toml
-	@$(MAKE) --no-print-directory java
+$(STAMP): pyproject.toml | java
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(UV)
@@ -37,7 +38,8 @@ java:
 	fi
 
 # The UI test (tests/test_ui.py) drives Debian's Chromium; never `playwright install`.
-browser:
+# After `java`: two apt-get at once would fight over dpkg's lock.
+browser: java
 	@if [ -x /usr/bin/chromium ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "Installing Chromium (for the browser test) from the system's packages..."; \
@@ -59,7 +61,7 @@ azurite:
 # The two suites run side by side: alone, each left a core idle about 40% of the time
 # (Spark's and Dagster's start-ups, servers awaited). The whole suite prints as it goes; the
 # lowest-versions one into test-lowest.log, shown whole when it ends.
-test: envs browser azurite
+test: envs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -74,7 +76,7 @@ typecheck: $(STAMP)
 $(VENV)/spark.jsa: $(STAMP) tests/spark_archive.py
 	$(BIN)/python tests/spark_archive.py
 
-$(LOWEST)/spark.jsa: $(LOWEST)/.installed tests/spark_archive.py
+$(LOWEST)/spark.jsa: $(LOWEST)/.installed tests/spark_archive.py | java
 	$(LOWEST)/bin/python tests/spark_archive.py
 
 test-lowest-logged: $(LOWEST)/spark.jsa
@@ -82,11 +84,12 @@ test-lowest-logged: $(LOWEST)/spark.jsa
 	printf '\n--- make test-lowest (test-lowest.log) ---\n'; cat test-lowest.log; exit $$status
 
 test-all: $(VENV)/spark.jsa
-	$(BIN)/pytest $(PARALLEL)
+	$(BIN)/pytest -n 3 $(PARALLEL)
 
-# Both environments at once: each is mostly downloads and unpacking.
+# What the suites need, at once: both environments (mostly downloads and unpacking), then
+# each one's archive of Spark's classes (CPU), beside Chromium's and Azurite's installs.
 envs:
-	@$(MAKE) --no-print-directory -j2 $(STAMP) $(LOWEST)/.installed
+	@$(MAKE) --no-print-directory -j4 $(VENV)/spark.jsa $(LOWEST)/spark.jsa browser azurite
 
 # The fast tests again with the lowest version of each dependency pyproject.toml allows.
 $(LOWEST)/.installed: pyproject.toml constraints-lowest.txt
@@ -100,11 +103,11 @@ $(LOWEST)/.installed: pyproject.toml constraints-lowest.txt
 # emulator's tests, test_galaxy, test_star_keys and test_saved_formats make at these
 # versions too); the whole suite runs them.
 test-lowest: $(LOWEST)/spark.jsa
-	$(LOWEST)/bin/pytest $(PARALLEL) -m "not slow" -p no:cacheprovider \
+	$(LOWEST)/bin/pytest -n 2 $(PARALLEL) -m "not slow" -p no:cacheprovider \
 		--ignore=tests/tableau/test_publish.py
 
 test-fast: $(VENV)/spark.jsa
-	$(BIN)/pytest $(PARALLEL) -m "not slow"
+	$(BIN)/pytest -n 2 $(PARALLEL) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -230,10 +230,11 @@ def standalone_cluster(directory: Path, hidden: list[Path] | None = None) -> Ite
 
 def _workers_alive(cluster: SparkCluster) -> int:
     """Workers the master counts; 0 while its web UI, though listening, answers 404 or,
-    before its JSON handler is attached, an HTML page (seen once in a full run)."""
+    before its JSON handler is attached, an HTML page (seen once in a full run), or does
+    not answer within the probe's 5 s (seen on a loaded machine): `wait_until` bounds it."""
     try:
         return int(cluster.state().get("aliveworkers", 0))
-    except (urllib.error.HTTPError, json.JSONDecodeError):
+    except (urllib.error.URLError, json.JSONDecodeError, TimeoutError):
         return 0
 
 

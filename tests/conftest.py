@@ -22,10 +22,33 @@ from hyper_assets._engine.process import HyperSettings, SharedHyper
 # two). Users' Spark is not affected.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", jvm_options())
 
-# `make test` runs two pytest-xdist workers with `--dist loadfile`: each module runs on
-# one worker, so its module fixtures start once, and the modules are handed out in
+
+def _parse_dagster_migrations_once() -> None:
+    """Each `materialize()` without an instance makes an ephemeral one, whose in-memory
+    storages Dagster stamps with alembic; alembic parses every migration script of Dagster
+    anew for it: a quarter of the test process's Python time in test_io_manager.py (py-spy),
+    2 to 8% of the module's CPU with its hyperd and JVM. The scripts do not change while the
+    tests run: parse them once per location. The instances and their storages stay real."""
+    from alembic.script import ScriptDirectory
+
+    parse = ScriptDirectory.from_config.__func__  # type: ignore[attr-defined]
+    parsed: dict[tuple[type, str | None], ScriptDirectory] = {}
+
+    def from_config(cls: type[ScriptDirectory], config: Any) -> ScriptDirectory:
+        key = (cls, config.get_main_option("script_location"))
+        if key not in parsed:
+            parsed[key] = parse(cls, config)
+        return parsed[key]
+
+    ScriptDirectory.from_config = classmethod(from_config)  # type: ignore[method-assign,assignment]
+
+
+_parse_dagster_migrations_once()
+
+# `make test` runs pytest-xdist workers with `--dist loadfile`: each module runs on one
+# worker, so its module fixtures start once, and the modules are handed out in
 # collection order. The longest (measured with --durations) go first, so that a worker
-# that starts them does not leave the other idle at the end.
+# that starts them does not leave the others idle at the end.
 LONGEST_FIRST = [
     "test_demo.py",
     "test_daemon.py",
