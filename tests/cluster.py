@@ -41,6 +41,7 @@ from dagster import (
 from dagster_pyspark import PySparkResource
 from helpers import free_port
 from pyspark.sql import DataFrame
+from spark_archive import jvm_options
 
 from hyper_assets import HyperIOManager
 
@@ -140,9 +141,11 @@ def can_unshare() -> bool:
 
 
 def spark_env(directory: Path) -> dict[str, str]:
-    """Daemons and executors bind to loopback and keep their files under `directory`."""
+    """Daemons and executors bind to loopback and keep their files under `directory`; the
+    daemons' JVMs start as the tests' others do (`spark_archive`)."""
     return {
         **os.environ,
+        "SPARK_DAEMON_JAVA_OPTS": jvm_options(),
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOCAL_DIRS": str(directory / "local"),
@@ -246,6 +249,7 @@ EXECUTOR_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.shuffle.partitions": "2",
+    "spark.executor.extraJavaOptions": jvm_options(),
 }
 
 
