@@ -4,7 +4,7 @@ Every Spark JVM the tests start (this session's, the writers', Connect servers',
 and Dagster's runs: they inherit SPARK_SUBMIT_OPTS) compiles with C1 only and collects with
 the serial collector, so the tests' small jobs start and finish sooner on two cores.
 
-Each of them also loads some ten thousand classes of Spark's jars, and parsed and checked
+Each of them also loads some ten thousand classes of Spark's jars, and used to parse and check
 them anew (the suite starts about a hundred JVMs). `python tests/spark_archive.py` runs a
 small Spark job that loads the classes the tests use and has the JVM archive them as it
 exits (JDK 13+'s dynamic CDS archive, `-XX:ArchiveClassesAtExit`) into `spark.jsa` in the
