@@ -6,13 +6,23 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from helpers import crash_hyperd
-from tableauhyperapi import Connection, CreateMode, HyperProcess, Telemetry
+from tableauhyperapi import (
+    Connection,
+    CreateMode,
+    Endpoint,
+    HyperException,
+    HyperProcess,
+    Telemetry,
+)
 
 from hyper_assets import DatabaseLockedError, HyperResource, TableNotFoundError
+from hyper_assets._engine import process as hyper_process
 
 
 def test_logs_go_to_log_dir_and_parameters_pass_through(tmp_path: Path, monkeypatch):
@@ -28,7 +38,6 @@ def test_logs_go_to_log_dir_and_parameters_pass_through(tmp_path: Path, monkeypa
         assert not list(tmp_path.glob("hyperd*.log"))
     finally:
         resource.close()
-    assert resource.shared._process is None
 
 
 DEFAULT_LOGS = """
@@ -160,7 +169,10 @@ def test_loading_from_a_missing_file_is_a_clear_error(tmp_path: Path):
     assert not (tmp_path / "nowhere.hyper").exists()
 
 
-def test_resources_with_equal_settings_share_one_hyperd(tmp_path: Path):
+def test_resources_with_equal_settings_share_one_hyperd_which_outlives_them_a_while(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(hyper_process, "IDLE_SECONDS", 1.0)
     first = HyperResource(log_dir=str(tmp_path))
     second = HyperResource(log_dir=str(tmp_path))
     other = HyperResource(log_dir=str(tmp_path), default_database_version=3)
@@ -169,11 +181,43 @@ def test_resources_with_equal_settings_share_one_hyperd(tmp_path: Path):
         assert first.shared is not other.shared
         process = first.shared.process
         first.close()
-        assert process.is_open
         second.close()
+        assert process.is_open  # idle: the process's next run takes it up again
+        time.sleep(0.5)
+        third = HyperResource(log_dir=str(tmp_path))
+        assert third.shared.process is process
+        third.close()
+        time.sleep(0.7)  # 1.2 s after the first release, 0.7 s after the last
+        assert process.is_open
+        deadline = time.monotonic() + 10
+        while process.is_open and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert not process.is_open
+        fourth = HyperResource(log_dir=str(tmp_path))  # a new one starts when next needed
+        assert fourth.shared.process is not process and fourth.shared.process.is_open
+        fourth.close()
     finally:
         other.close()
+
+
+def test_a_process_exits_at_once_and_its_idle_hyperd_and_logs_with_it(tmp_path: Path):
+    script = textwrap.dedent(f"""
+        from hyper_assets import HyperResource
+        from hyper_assets._engine import process
+        process.IDLE_SECONDS = 3600.0
+        resource = HyperResource()
+        with resource.connect({str(tmp_path / "x.hyper")!r}) as connection:
+            connection.execute_command("CREATE TABLE t (n INT)")
+        print(resource.shared.endpoint.connection_descriptor, resource.shared._log_dir())
+        resource.close()
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    descriptor, logs = done.stdout.split()
+    with pytest.raises(HyperException):
+        Connection(Endpoint(descriptor, "hyper-assets-tests")).close()
+    assert not Path(logs).exists()
 
 
 def test_a_hyperd_that_died_is_replaced_on_the_next_use(tmp_path: Path) -> None:

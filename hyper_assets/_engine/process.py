@@ -3,11 +3,12 @@
 `HyperResource` (Dagster) and the REST emulator both start their process here, so the
 defaults (telemetry off, logs bounded and out of the working directory, file format
 version) are written once. Resources with the same settings share one hyperd per Python
-process.
+process, which outlives its last user by `IDLE_SECONDS`: the process's next run reuses it.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import shutil
 import tempfile
@@ -132,27 +133,56 @@ def _answers(process: HyperProcess) -> bool:
     return True
 
 
-_shared: dict[HyperSettings, tuple[SharedHyper, int]] = {}
+#: Seconds a process-wide hyperd runs on once its last user let go: a process that runs
+#: Dagster runs one after another (`execute_in_process`, `materialize`, a notebook, tests)
+#: starts one hyperd for them, not one per run. hyperd exits with the Python process anyway.
+IDLE_SECONDS = 10.0
+
+#: Each settings' hyperd, its users, and the number of its latest release (a stop timer
+#: stops it only if no user came and went since that release).
+_shared: dict[HyperSettings, tuple[SharedHyper, int, int]] = {}
 _registry_lock = threading.Lock()
 
 
 def acquire(settings: HyperSettings) -> SharedHyper:
     """The process-wide hyperd for `settings`; pair every call with `release`."""
     with _registry_lock:
-        shared, users = _shared.get(settings, (None, 0))
+        shared, users, releases = _shared.get(settings, (None, 0, 0))
         shared = shared or SharedHyper(settings)
-        _shared[settings] = (shared, users + 1)
+        _shared[settings] = (shared, users + 1, releases)
         return shared
 
 
 def release(settings: HyperSettings) -> None:
-    """Stops the hyperd for `settings` when its last user lets go."""
+    """Lets go of the hyperd for `settings`; it stops `IDLE_SECONDS` after its last user
+    let go, unless a new user came meanwhile."""
     with _registry_lock:
-        shared, users = _shared.get(settings, (None, 0))
-        if shared is None:
+        shared, users, releases = _shared.get(settings, (None, 0, 0))
+        if shared is None or users == 0:
             return
-        if users <= 1:
-            del _shared[settings]
-            shared.close()
-        else:
-            _shared[settings] = (shared, users - 1)
+        _shared[settings] = (shared, users - 1, releases + 1)
+        if users > 1:
+            return
+    timer = threading.Timer(IDLE_SECONDS, _stop_if_idle, (settings, releases + 1))
+    timer.daemon = True  # never holds the interpreter's exit: `_stop_all` runs then
+    timer.start()
+
+
+def _stop_if_idle(settings: HyperSettings, release_number: int) -> None:
+    with _registry_lock:
+        shared, users, releases = _shared.get(settings, (None, 0, 0))
+        if shared is None or users or releases != release_number:
+            return
+        del _shared[settings]
+    shared.close()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At the interpreter's exit, each idle hyperd stops (and its own logs go) at once."""
+    with _registry_lock:
+        idle = [shared for shared, users, _ in _shared.values() if not users]
+        for shared in idle:
+            del _shared[shared.settings]
+    for shared in idle:
+        shared.close()
