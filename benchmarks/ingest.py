@@ -275,6 +275,7 @@ def io_manager_path(compression: str, mode: str = "auto") -> Callable[[Context],
         from dagster import asset, materialize
 
         from hyper_assets import HyperIOManager, HyperResource
+        from hyper_assets._engine.process import stop_idle
 
         @asset(name=TABLE)
         def facts() -> object:  # a Spark DataFrame
@@ -292,6 +293,7 @@ def io_manager_path(compression: str, mode: str = "auto") -> Callable[[Context],
         with timed(laps, "materialize"):
             result = materialize([facts], resources={"io_manager": io_manager})
         assert result.success
+        stop_idle()  # as the other paths' runs, each run's hyperd ends with it
         (event,) = result.get_asset_materialization_events()
         metadata = event.materialization.metadata
         laps["stage"] = float(metadata["stage_seconds"].value)  # type: ignore[arg-type]

@@ -164,7 +164,7 @@ def release(settings: HyperSettings) -> None:
         if users > 1:
             return
     timer = threading.Timer(IDLE_SECONDS, _stop_if_idle, (settings, releases + 1))
-    timer.daemon = True  # never holds the interpreter's exit: `_stop_all` runs then
+    timer.daemon = True  # never holds the interpreter's exit: `stop_idle` runs then
     timer.start()
 
 
@@ -178,8 +178,9 @@ def _stop_if_idle(settings: HyperSettings, release_number: int) -> None:
 
 
 @atexit.register
-def _stop_all() -> None:
-    """At the interpreter's exit, each idle hyperd stops (and its own logs go) at once."""
+def stop_idle() -> None:
+    """Stops each hyperd no resource uses now (and removes its own logs), without waiting
+    for its `IDLE_SECONDS`; runs at the interpreter's exit too."""
     with _registry_lock:
         idle = [shared for shared, users, _ in _shared.values() if not users]
         for shared in idle:
