@@ -20,6 +20,8 @@ import psutil
 import pytest
 from helpers import free_port
 
+from demo.__main__ import SENSOR_DAY
+
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
@@ -29,7 +31,7 @@ T = TypeVar("T")
 #: the year, 80 of the demo's 120 seconds on a quiet machine).
 DEMO_SINCE = dt.date(2013, 12, 1)
 #: The days whose facts the demo loads: its history, then the day its sensors run.
-DEMO_DAYS = [DEMO_SINCE + dt.timedelta(n) for n in range(30)]
+DEMO_DAYS = [DEMO_SINCE + dt.timedelta(n) for n in range((SENSOR_DAY - DEMO_SINCE).days + 1)]
 
 
 def run_demo(data: Path, emulator_port: int) -> Path:

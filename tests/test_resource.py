@@ -172,7 +172,7 @@ def test_loading_from_a_missing_file_is_a_clear_error(tmp_path: Path):
 def test_resources_with_equal_settings_share_one_hyperd_which_outlives_them_a_while(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(hyper_process, "IDLE_SECONDS", 1.0)
+    monkeypatch.setattr(hyper_process, "IDLE_SECONDS", 2.0)
     first = HyperResource(log_dir=str(tmp_path))
     second = HyperResource(log_dir=str(tmp_path))
     other = HyperResource(log_dir=str(tmp_path), default_database_version=3)
@@ -183,13 +183,12 @@ def test_resources_with_equal_settings_share_one_hyperd_which_outlives_them_a_wh
         first.close()
         second.close()
         assert process.is_open  # idle: the process's next run takes it up again
-        time.sleep(0.5)
         third = HyperResource(log_dir=str(tmp_path))
         assert third.shared.process is process
-        third.close()
-        time.sleep(0.7)  # 1.2 s after the first release, 0.7 s after the last
+        time.sleep(3)  # the first idle period's end comes while third uses it: it stays
         assert process.is_open
-        deadline = time.monotonic() + 10
+        third.close()
+        deadline = time.monotonic() + 30
         while process.is_open and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not process.is_open
