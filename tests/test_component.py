@@ -22,7 +22,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, Definitions, EnvVar, load_from_defs_folder
+from dagster import (
+    AssetKey,
+    DagsterEventType,
+    DagsterInstance,
+    Definitions,
+    EnvVar,
+    EventRecordsFilter,
+    load_from_defs_folder,
+)
 from dagster.components.core.component_tree import ComponentTree
 from helpers import query
 from tableauhyperapi import Connection, TableName, TypeTag
@@ -167,38 +175,34 @@ class Project:
         """)
         return self.python_json(script)
 
+    def instance(self) -> DagsterInstance:
+        """The project's Dagster instance (its DAGSTER_HOME), read from this process."""
+        return DagsterInstance.from_config(self.env["DAGSTER_HOME"])
+
     def materialization_lineage(self, key: str) -> dict[str, list[str]]:
         """The `dagster/column_lineage` of `key`'s latest materialisation."""
-        script = textwrap.dedent(f"""
-            import json
-            from dagster import AssetKey, DagsterInstance
-            instance = DagsterInstance.get()
-            event = instance.get_latest_materialization_event(AssetKey({key!r}))
-            lineage = event.asset_materialization.metadata["dagster/column_lineage"].value
-            print(json.dumps({{
-                column: [d.asset_key.to_user_string() + "." + d.column_name for d in deps]
-                for column, deps in lineage.deps_by_column.items()
-            }}))
-        """)
-        return self.python_json(script)
+        with self.instance() as instance:
+            event = instance.get_latest_materialization_event(AssetKey(key))
+        assert event is not None and event.asset_materialization is not None, key
+        lineage = event.asset_materialization.metadata["dagster/column_lineage"].value
+        return {
+            column: [d.asset_key.to_user_string() + "." + d.column_name for d in deps]
+            for column, deps in lineage.deps_by_column.items()
+        }
 
     def check_results(self) -> dict[str, bool]:
         """`asset:check` -> passed, for the latest evaluation of every check."""
-        script = textwrap.dedent("""
-            import json
-            from dagster import DagsterInstance, DagsterEventType, EventRecordsFilter
-            instance = DagsterInstance.get()
+        with self.instance() as instance:
             records = instance.get_event_records(
                 EventRecordsFilter(DagsterEventType.ASSET_CHECK_EVALUATION), ascending=True
             )
-            out = {}
-            for record in records:
-                evaluation = record.event_log_entry.dagster_event.event_specific_data
-                key = evaluation.asset_key.to_user_string() + ":" + evaluation.check_name
-                out[key] = evaluation.passed
-            print(json.dumps(out))
-        """)
-        return self.python_json(script)
+        out = {}
+        for record in records:
+            evaluation = record.event_log_entry.dagster_event.event_specific_data
+            out[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"] = (
+                evaluation.passed
+            )
+        return out
 
 
 def _write_sources(root: Path, orders: Mapping[str, list[tuple[int, int, int, int]]]) -> None:
