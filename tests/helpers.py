@@ -31,11 +31,11 @@ if TYPE_CHECKING:
 
 
 def io(database: Path, **hyper: Any) -> HyperIOManager:
-    """An IO manager of `database`, its hyperd's logs and its staging beside the file;
-    `hyper` are `HyperResource` settings."""
+    """An IO manager of `database`, its staging beside the file; `hyper` are
+    `HyperResource` settings (by default, each test process's resources share one hyperd)."""
     return HyperIOManager(
         database=str(database),
-        hyper=HyperResource(log_dir=str(database.parent / "logs"), **hyper),
+        hyper=HyperResource(**hyper),
         staging_dir=str(database.parent / "staging"),
     )
 

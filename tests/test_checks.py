@@ -18,7 +18,6 @@ from helpers import query
 from hyper_assets import (
     ConfigurationError,
     HyperIOManager,
-    HyperResource,
     TableauServerResource,
     TokenSignIn,
     build_hyper_checks,
@@ -91,7 +90,6 @@ def definitions(world: World, database: Path, partitioned: bool = False) -> dg.D
         resources={
             "io_manager": HyperIOManager(
                 database=str(database),
-                hyper=HyperResource(log_dir=str(database.parent / "logs")),
                 staging_dir=str(database.parent / "staging"),
             )
         },
@@ -487,7 +485,6 @@ def test_a_partitioned_key_check_fails_the_partitions_holding_a_repeated_key(tmp
     checks = build_hyper_checks([events], min_row_ratio=None)
     io = HyperIOManager(
         database=str(tmp_path / "events.hyper"),
-        hyper=HyperResource(log_dir=str(tmp_path / "logs")),
     )
     with dg.instance_for_test() as instance:
         result = dg.materialize(

@@ -94,7 +94,6 @@ class Star:
         self.resources = {
             "io_manager": HyperIOManager(
                 database=str(self.database),
-                hyper=HyperResource(log_dir=str(directory / "logs")),
                 staging_dir=str(directory / "staging"),
                 auto_compact=auto_compact,
             ),
@@ -196,7 +195,7 @@ def test_compaction_after_12_monthly_rewrites(hyper, tmp_path, emulator):
     pending = {p: p.read_bytes() for p in outbox.rglob("*") if p.is_file()}
     assert pending  # the 12 rewrites wait there for the next publish
 
-    result = compact(HyperResource(log_dir=str(tmp_path / "logs")), star.database)
+    result = compact(HyperResource(), star.database)
 
     assert result.before_bytes == snapshot.stat().st_size > grown_from
     assert result.after_bytes == star.database.stat().st_size
@@ -223,10 +222,10 @@ def test_the_file_format_version_is_kept(hyper, tmp_path):
 
     io = HyperIOManager(
         database=str(database),
-        hyper=HyperResource(log_dir=str(tmp_path / "logs"), default_database_version=3),
+        hyper=HyperResource(default_database_version=3),
     )
     assert dg.materialize([wide], resources={"io_manager": io}).success
-    compact(HyperResource(log_dir=str(tmp_path / "logs")), database)  # default version 2
+    compact(HyperResource(), database)  # default version 2
     assert version_of(hyper, database) == 3
     with Connection(hyper.endpoint, str(database)) as connection:
         value = connection.execute_scalar_query('SELECT CAST(amount AS TEXT) FROM "Extract".wide')
@@ -249,7 +248,7 @@ def test_a_file_open_in_another_program_is_left_as_it_was(hyper, tmp_path):
     before = digest(database)
     # The test's hyperd plays Tableau Desktop: another process that has the file open.
     with Connection(hyper.endpoint, str(database)), pytest.raises(DatabaseLockedError):
-        compact(HyperResource(log_dir=str(tmp_path / "logs"), lock_timeout_seconds=0.5), database)
+        compact(HyperResource(lock_timeout_seconds=0.5), database)
     assert digest(database) == before
     assert [p.name for p in tmp_path.iterdir() if "compacting" in p.name] == []
 
@@ -257,7 +256,7 @@ def test_a_file_open_in_another_program_is_left_as_it_was(hyper, tmp_path):
 def test_a_failed_copy_leaves_the_original(hyper, tmp_path):
     database = filled(hyper, tmp_path / "open.hyper", 10_000)
     before = digest(database)
-    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    resource = HyperResource()
     # A connection of the same hyperd that ignores the lock keeps the file open read-write:
     # opening it and reading its version work, Hyper's CREATE DATABASE ... FROM fails.
     with (
@@ -277,7 +276,7 @@ def test_rows_are_reloaded_from_the_original_attached_read_only(hyper, tmp_path)
     before = digest(database)
     copy = tmp_path / "copy.hyper"
     shutil.copyfile(database, copy)
-    resource = HyperResource(log_dir=str(tmp_path / "logs"))  # a hyperd of its own
+    resource = HyperResource()  # a hyperd other than the reader's
     with Connection(hyper.endpoint) as reader:
         reader.execute_command(
             f"ATTACH DATABASE {escape_name(str(database))} AS r WITH (access_mode = readonly)"
@@ -300,7 +299,7 @@ def test_rewriting_rows_packs_blocks_that_scattered_deletes_left_partly_empty(hy
     database = filled(hyper, tmp_path / "scattered.hyper", 1_000_000)  # every 3rd row gone
     snapshot = tmp_path / "snapshot.hyper"
     shutil.copyfile(database, snapshot)
-    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    resource = HyperResource()
     blocks = compact(resource, database, rewrite_rows=False)
     assert_same_tables(hyper, snapshot, database)
     rows = compact(resource, database)
@@ -379,7 +378,7 @@ def test_kill_9_during_compaction_leaves_a_whole_file(hyper, tmp_path, big_file,
     # Either the original or its compact copy, whole: the same rows either way.
     assert_same_tables(hyper, big_file, database)
     # The next compaction removes what the killed one left behind.
-    result = compact(HyperResource(log_dir=str(tmp_path / "logs")), database)
+    result = compact(HyperResource(), database)
     assert [p.name for p in tmp_path.iterdir() if "compacting" in p.name] == []
     assert result.after_bytes < big_file.stat().st_size
     assert_same_tables(hyper, big_file, database)
@@ -417,7 +416,6 @@ def test_appends_never_compact(hyper, tmp_path):
 
     io = HyperIOManager(
         database=str(database),
-        hyper=HyperResource(log_dir=str(tmp_path / "logs")),
         auto_compact=AutoCompact(deleted_fraction=0.01, min_bytes=0),
     )
     for n in range(4):
@@ -476,7 +474,7 @@ def test_a_count_kept_for_another_file_is_not_its_count(hyper, tmp_path):
     database = filled(hyper, tmp_path / "again.hyper", 10_000)
     Deletions((0, 0), 10**9).write(database)
     assert Deletions.read(database) == Deletions(_file_id(database), 0)
-    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    resource = HyperResource()
     policy = AutoCompact(min_bytes=0)
     with resource.lock(database):
         assert compact_if_wasteful(resource, database, 100, policy) is None
@@ -535,7 +533,7 @@ def test_a_compaction_that_cannot_record_itself_says_the_rows_are_kept(hyper, tm
     shutil.copyfile(database, snapshot)
     Deletions.path(database).mkdir()  # a directory where the count's file goes
     with pytest.raises(CompactionError, match="holds the rows it held"):
-        compact(HyperResource(log_dir=str(tmp_path / "logs")), database)
+        compact(HyperResource(), database)
     assert_same_tables(hyper, snapshot, database)
 
 

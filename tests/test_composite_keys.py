@@ -13,7 +13,6 @@ from tableauhyperapi import TableName
 from hyper_assets import (
     ConfigurationError,
     HyperIOManager,
-    HyperResource,
     TableauServerResource,
     TokenSignIn,
     foreign_key_check,
@@ -89,7 +88,6 @@ def test_a_composite_key_is_stored_checked_and_published(tmp_path: Path, hyper) 
         resources = {
             "io_manager": HyperIOManager(
                 database=str(database),
-                hyper=HyperResource(log_dir=str(tmp_path / "logs")),
                 staging_dir=str(tmp_path / "staging"),
             ),
             "tableau": TableauServerResource(

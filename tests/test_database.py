@@ -63,7 +63,7 @@ def assets(loaded: dict[str, int]) -> list[dg.AssetsDefinition]:
 
 
 def hyper_database(path: Path) -> HyperDatabase:
-    return HyperDatabase(database=str(path), hyper=HyperResource(log_dir=str(path.parent / "logs")))
+    return HyperDatabase(database=str(path))
 
 
 def materialize(
@@ -100,8 +100,7 @@ def test_checks_and_publish_take_the_database_resource_or_the_io_manager(
         resources: dict = {"io_manager": HyperIOManager(database=db), "shop": db}
         key = {"database_key": "shop"}
     else:
-        logs = HyperResource(log_dir=str(tmp_path / "logs"))
-        resources = {"io_manager": HyperIOManager(database=str(path), hyper=logs)}
+        resources = {"io_manager": HyperIOManager(database=str(path))}
         key = {}
     # partitioned checks (a result per day) with the resource, unpartitioned with the IO manager
     checks = build_hyper_checks([carriers, flights], partitioned=how == "database_key", **key)
@@ -291,9 +290,7 @@ def test_the_identity_travels_with_a_store_home_and_a_lost_one_is_noticed(
 
     def container(name: str) -> dict:
         settings = HomeSettings(working_dir=str(tmp_path / name))
-        db = HyperDatabase(
-            database=uri, hyper=HyperResource(log_dir=str(tmp_path / "logs")), settings=settings
-        )
+        db = HyperDatabase(database=uri, settings=settings)
         return {"io_manager": HyperIOManager(database=db)}
 
     with dg.instance_for_test() as instance:

@@ -19,7 +19,7 @@ from dagster_pyspark import PySparkResource
 from helpers import assert_copy, query
 
 from galaxy import definitions
-from hyper_assets import HyperIOManager, HyperResource, TableauServerResource, TokenSignIn
+from hyper_assets import HyperIOManager, TableauServerResource, TokenSignIn
 from hyper_assets._engine.process import SharedHyper
 from hyper_assets._rows.outbox import Outbox
 from hyper_assets.emulator import Emulator
@@ -63,7 +63,6 @@ class Location:
         self.defs = definitions.build_definitions(
             io_manager=HyperIOManager(
                 database=str(self.database),
-                hyper=HyperResource(log_dir=str(tmp_path / "logs")),
                 staging_dir=str(tmp_path / "staging"),
             ),
             pyspark=PySparkResource(spark_config={}),  # the test session's local Spark

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
-from hyper_assets import HyperIOManager, HyperResource
+from hyper_assets import HyperIOManager
 
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-02-01")
 
@@ -34,9 +34,7 @@ def flights(context: dg.AssetExecutionContext) -> pa.Table:
 
 
 def materialise(database: Path, asset: dg.AssetsDefinition, **kwargs) -> list[dict]:
-    io_manager = HyperIOManager(
-        database=str(database), hyper=HyperResource(log_dir=str(database.parent / "logs"))
-    )
+    io_manager = HyperIOManager(database=str(database))
     result = dg.materialize(
         [carriers, flights], selection=[asset], resources={"io_manager": io_manager}, **kwargs
     )
@@ -104,9 +102,7 @@ def test_a_one_run_backfill_of_many_multi_partitions_reports_each_cells_count(tm
 
     keys = cells.get_partition_keys()
     assert len(keys) == 213
-    io_manager = HyperIOManager(
-        database=str(tmp_path / "cells.hyper"), hyper=HyperResource(log_dir=str(tmp_path / "logs"))
-    )
+    io_manager = HyperIOManager(database=str(tmp_path / "cells.hyper"))
     result = dg.materialize(
         [sales],
         resources={"io_manager": io_manager},

@@ -13,7 +13,6 @@ import tableauserverclient as TSC
 from hyper_assets import (
     ConfigurationError,
     HyperIOManager,
-    HyperResource,
     TableauServerResource,
     TokenSignIn,
     build_hyper_checks,
@@ -40,9 +39,7 @@ def test_a_failing_blocking_check_puts_a_warning_on_and_passing_removes_it(
     fresh = publish_freshness_check(published, max_lag_minutes=0)
     sensor = quality_warning_sensor(published, [*table_checks, fresh])
     database = tmp_path / "star.hyper"
-    io_manager = HyperIOManager(
-        database=str(database), hyper=HyperResource(log_dir=str(tmp_path / "logs"))
-    )
+    io_manager = HyperIOManager(database=str(database))
     data_dir = tmp_path / "server"
     data_dir.mkdir()
     with (

@@ -13,7 +13,7 @@ from dagster_pyspark import PySparkResource
 from helpers import query
 from tableauhyperapi import Connection, TableName
 
-from hyper_assets import HyperIOManager, HyperResource
+from hyper_assets import HyperIOManager
 from hyper_assets._engine.tables import Catalog, ForeignKey
 from tpch import ASSETS, DIMENSIONS, FACTS, MONTHS, TABLES, TpchParquet, generate
 
@@ -28,7 +28,6 @@ def test_tpch_star_schema_holds_every_row(spark, hyper, tmp_path: Path) -> None:
     resources = {
         "io_manager": HyperIOManager(
             database=str(database),
-            hyper=HyperResource(log_dir=str(tmp_path / "logs")),
             staging_dir=str(tmp_path / "staging"),
         ),
         "pyspark": PySparkResource(spark_config={}),  # the test session's local Spark

@@ -134,7 +134,7 @@ def test_an_arrow_null_column_is_refused_before_anything_is_written(tmp_path: Pa
         return pa.table({**rows, "nothing": pa.nulls(2)})
 
     database = tmp_path / "nulls.hyper"
-    io = HyperIOManager(database=str(database), hyper=HyperResource(log_dir=str(tmp_path)))
+    io = HyperIOManager(database=str(database))
     with pytest.raises(UnsupportedTypeError, match=r"'nothing' of Extract.nulls has type null"):
         materialize([nulls], resources={"io_manager": io})
     assert not database.exists()

@@ -49,7 +49,7 @@ def star(tmp_path: Path, hyper: SharedHyper) -> Path:
 def test_upgrade_keeps_every_table_row_and_key(hyper: SharedHyper, star: Path, tmp_path: Path):
     tables = ('"Extract".stores', '"Extract".sales')
     before = {t: table_rows(hyper, star, t, order="1, 2") for t in tables}
-    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    resource = HyperResource()
 
     assert upgrade_database(star, version=3, hyper=resource) == VersionUpgrade(2, 3)
     assert version_of(hyper, star) == 3
@@ -72,8 +72,8 @@ def test_upgrade_keeps_every_table_row_and_key(hyper: SharedHyper, star: Path, t
 
 
 def test_upgrade_waits_for_the_lock_and_changes_nothing_without_it(star: Path, tmp_path: Path):
-    holder = HyperResource(log_dir=str(tmp_path / "logs"))
-    waiting = HyperResource(log_dir=str(tmp_path / "logs"), lock_timeout_seconds=0.3)
+    holder = HyperResource()
+    waiting = HyperResource(lock_timeout_seconds=0.3)
     before = digest(star)
     with holder.lock(star), pytest.raises(DatabaseLockedError):
         upgrade_database(star, 3, hyper=waiting)
@@ -86,7 +86,7 @@ def test_a_file_that_cannot_be_created_is_named(tmp_path: Path):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a regular file")
     database = blocker / "shop.hyper"
-    resource = HyperResource(log_dir=str(tmp_path / "logs"))
+    resource = HyperResource()
     try:
         with pytest.raises(HyperFileError) as caught, file_for_write(resource, database, 2):
             pytest.fail("the block runs only once the file exists")
