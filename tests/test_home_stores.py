@@ -8,6 +8,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -196,6 +199,59 @@ def test_of_racing_updates_of_a_local_object_exactly_one_wins(tmp_path):
         won = [n for n, ok in enumerate(pool.map(update, range(8))) if ok]
     assert len(won) == 1
     assert bytes(obstore.get(store, "lease.json").bytes()) == f"writer {won[0]}".encode()
+
+
+# A lease of a local home, taken by a process whose user may write its directory, not read it.
+TAKE_OVER = """
+import json, sys
+from hyper_assets._home.home import parse_home
+from hyper_assets._home.lease import Lease
+uri = sys.argv[1]
+try:
+    Lease(parse_home(uri).connect(), uri, seconds=30, timeout_seconds=1).acquire()
+except Exception as error:
+    print(json.dumps([type(error).__name__, str(error)]))
+"""
+
+
+def _permission_bits_hold() -> list[str]:
+    """The command prefix under which this user's permission bits hold for it: for root,
+    util-linux's setpriv without the capabilities that override them."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root ignores permission bits, and setpriv (util-linux) is not installed")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def test_a_local_home_its_user_cannot_lock_is_named_and_the_lease_left_as_it_was(tmp_path):
+    uri = (tmp_path / "shop.hyper").as_uri()
+    home = home_of(uri)
+    assert isinstance(home, LocalHome)
+    store = home.connect()
+    with Lease(store, uri, seconds=30, timeout_seconds=1):  # taken and released
+        pass
+    before = bytes(obstore.get(store, "lease.json").bytes())
+    directory = home.root  # the home's objects: shop.hyper/lease.json, ...
+    directory.chmod(0o333)  # write and search, not read: its files open, it does not
+    try:
+        done = subprocess.run(
+            [*_permission_bits_hold(), sys.executable, "-c", TAKE_OVER, uri],
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        directory.chmod(0o755)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout, "the lease was taken over"
+    name, message = json.loads(done.stdout.splitlines()[-1])
+    assert name == "HomeStoreError", message
+    assert f"The home's directory '{directory}' cannot be opened to lock it" in message
+    assert "(Permission denied)" in message and "needs read, write and search" in message
+    assert bytes(obstore.get(store, "lease.json").bytes()) == before
 
 
 def test_of_two_commits_from_one_generation_the_second_is_refused(home_uri, tmp_path):

@@ -38,7 +38,7 @@ from obstore.store import ObjectStore
 from hyper_assets._base.saved import Fields, SavedFormat
 from hyper_assets._home.generations import store_errors
 from hyper_assets._home.stores import put
-from hyper_assets.errors import DatabaseLockedError, LeaseLostError
+from hyper_assets.errors import DatabaseLockedError, HomeStoreError, LeaseLostError
 
 LEASE = "lease.json"
 _log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ class Lease:
             put(self.store, LEASE, released.to_bytes(), {"e_tag": self._etag})
         except PreconditionError:
             pass  # expired and taken over: not ours to release
-        except (BaseError, OSError) as error:  # what it guarded is done; it expires anyway
+        except (BaseError, OSError, HomeStoreError) as error:  # what it guarded is done
             _log.warning(
                 "Could not release the lease of %s (%s); it expires after %g s.",
                 self.where,

@@ -39,7 +39,7 @@ from pydantic import Field
 from hyper_assets._base.env import plain
 from hyper_assets._base.store_settings import AzureSettings, S3Settings, checked_endpoint
 from hyper_assets._home.generations import store_errors
-from hyper_assets.errors import ConfigurationError, UnsupportedHomeError
+from hyper_assets.errors import ConfigurationError, HomeStoreError, UnsupportedHomeError
 
 if TYPE_CHECKING:
     from obstore import PutMode, PutResult
@@ -227,12 +227,20 @@ def parse_store(database: str, scheme: str) -> StoreHome:
 
 def put(store: ObjectStore, key: str, body: bytes, mode: PutMode) -> PutResult:
     """Writes `key` only if absent (`"create"`) or only if its ETag still is
-    `mode["e_tag"]`; `AlreadyExistsError` / `PreconditionError` otherwise. Returns the
-    written object's `e_tag`."""
+    `mode["e_tag"]`; `AlreadyExistsError` / `PreconditionError` otherwise, and
+    `HomeStoreError` when a local home's directory cannot be locked. Returns the written
+    object's `e_tag`."""
     if isinstance(mode, str) or not isinstance(store, LocalStore):
         return obstore.put(store, key, body, mode=mode)
     root = Path(store.prefix or "/")
-    directory = os.open(root, os.O_RDONLY)
+    try:
+        directory = os.open(root, os.O_RDONLY)
+    except OSError as error:  # unreadable for this user, or removed
+        raise HomeStoreError(
+            f"The home's directory {str(root)!r} cannot be opened to lock it "
+            f"({error.strerror}): each writer locks it to update the home's lease. It must "
+            "exist, and this process's user needs read, write and search permission on it."
+        ) from error
     try:
         fcntl.flock(directory, fcntl.LOCK_EX)  # released when closed
         try:
