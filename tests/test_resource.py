@@ -199,6 +199,26 @@ def test_resources_with_equal_settings_share_one_hyperd_which_outlives_them_a_wh
         other.close()
 
 
+def test_an_idle_period_that_a_later_release_began_again_stops_nothing_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The stop of each release's idle period, called by hand (its timer waits an hour):
+    once the hyperd was taken up and let go again, the first release's stop must not
+    cut the second idle period short."""
+    monkeypatch.setattr(hyper_process, "IDLE_SECONDS", 3600.0)
+    resource = HyperResource(log_dir=str(tmp_path))
+    settings = resource.settings
+    process = resource.shared.process
+    resource.close()  # release 1: its stop would come in an hour
+    assert resource.shared.process is process  # taken up again, then let go: release 2
+    resource.close()
+    hyper_process._stop_if_idle(settings, 1)  # the first timer, late
+    assert process.is_open
+    hyper_process._stop_if_idle(settings, 2)  # the latest release's: it stops
+    assert not process.is_open
+    assert settings not in hyper_process._shared
+
+
 def test_a_process_exits_at_once_and_its_idle_hyperd_and_logs_with_it(tmp_path: Path):
     script = textwrap.dedent(f"""
         from hyper_assets import HyperResource
