@@ -153,7 +153,7 @@ class Setup:
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
-    with dg.instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         yield Setup(World(), tmp_path / "star.hyper", instance)
 
 
@@ -319,7 +319,7 @@ def test_published_copy_freshness_reads_the_outbox(tmp_path: Path, hyper: Shared
     data_dir.mkdir()
     with (
         Emulator(data_dir, tokens={"ci": "secret"}, hyper=hyper) as emulator,
-        dg.instance_for_test() as instance,
+        dg.DagsterInstance.ephemeral() as instance,
     ):
         tableau = TableauServerResource(
             server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
@@ -367,7 +367,7 @@ def test_a_column_the_table_lacks_or_a_foreign_io_manager_is_named_in_the_error(
     carriers = defs.resolve_assets_def("carriers")
 
     def check_error(check: dg.AssetChecksDefinition, resources: dict) -> str:
-        with dg.instance_for_test() as instance:
+        with dg.DagsterInstance.ephemeral() as instance:
             dg.materialize([carriers], resources=defs.resources, instance=instance)
             result = dg.materialize(
                 [carriers, check],
@@ -486,7 +486,7 @@ def test_a_partitioned_key_check_fails_the_partitions_holding_a_repeated_key(tmp
     io = HyperIOManager(
         database=str(tmp_path / "events.hyper"),
     )
-    with dg.instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize(
             [events, downstream, *checks],
             tags=RANGE,

@@ -147,7 +147,7 @@ def test_publish_condition_asks_once_after_its_tables_update(tmp_path: Path) -> 
         "tableau": server,
     }
     defs = dg.Definitions(assets=[orders, published], resources=resources)
-    with dg.instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
         assert first.total_requested == 0  # nothing written yet
         instance.report_runless_asset_event(dg.AssetMaterialization("orders"))

@@ -111,7 +111,7 @@ def test_checks_and_publish_take_the_database_resource_or_the_io_manager(
     (tmp_path / "server").mkdir()
     with (
         Emulator(tmp_path / "server", tokens={"ci": "secret"}, hyper=hyper) as emulator,
-        dg.instance_for_test() as instance,
+        dg.DagsterInstance.ephemeral() as instance,
     ):
         resources["tableau"] = TableauServerResource(
             server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
@@ -154,7 +154,7 @@ def test_a_resource_of_the_wrong_type_or_given_twice_is_named_with_the_fix(tmp_p
     carriers, _, _ = assets({})
     io_manager = HyperIOManager(database=hyper_database(path))
     checks = build_hyper_checks([carriers], database_key="shop")
-    with dg.instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = materialize(
             [carriers, *checks],
             {"io_manager": io_manager, "shop": io_manager},
@@ -194,7 +194,7 @@ def test_a_lost_extract_is_noticed_not_refilled_silently(tmp_path: Path, hyper: 
     (tmp_path / "server").mkdir()
     with (
         Emulator(tmp_path / "server", tokens={"ci": "secret"}, hyper=hyper) as emulator,
-        dg.instance_for_test() as instance,
+        dg.DagsterInstance.ephemeral() as instance,
     ):
         tableau = TableauServerResource(
             server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
@@ -293,7 +293,7 @@ def test_the_identity_travels_with_a_store_home_and_a_lost_one_is_noticed(
         db = HyperDatabase(database=uri, settings=settings)
         return {"io_manager": HyperIOManager(database=db)}
 
-    with dg.instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         for n, day in enumerate(SIX[:2]):
             run = materialize(
                 [flights], container(f"writer{n}"), instance, "flights", partition_key=day

@@ -124,7 +124,7 @@ def test_a_one_run_backfill_of_many_multi_partitions_reports_each_cells_count(tm
 
 
 def test_each_write_logs_its_table_mode_rows_and_seconds_at_info(tmp_path: Path):
-    with dg.instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         materialise(tmp_path / "star.hyper", carriers, instance=instance)
         materialise(tmp_path / "star.hyper", flights, instance=instance, partition_key="2024-01-03")
         logged = [

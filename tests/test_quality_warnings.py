@@ -44,7 +44,7 @@ def test_a_failing_blocking_check_puts_a_warning_on_and_passing_removes_it(
     data_dir.mkdir()
     with (
         Emulator(data_dir, tokens={"ci": "secret", "tsc": "other"}, hyper=hyper) as emulator,
-        dg.instance_for_test() as instance,
+        dg.DagsterInstance.ephemeral() as instance,
     ):
         tableau = TableauServerResource(
             server_url=emulator.url, sign_in=TokenSignIn(name="ci", secret="secret")
