@@ -59,11 +59,16 @@ def test_four_assets_in_four_processes_write_one_file(hyper, tmp_path):
         if e.dagster_event.event_type_value == "STEP_SUCCESS"
     }
     assert len({pid for _, pid in starts.values()}) == 4
-    # Each step's work is Spark (seconds) and a short Hyper write: two steps that ran
-    # side by side for seconds ran their Spark work in parallel.
+    # Each step's work is Spark (seconds) and a short Hyper write: two steps side by side
+    # for most of the shorter one ran their Spark work in parallel. (A fixed number of
+    # seconds failed on an idle machine, where a whole step took 1.7 s and two overlapped
+    # by 1.6.)
     spans = sorted((starts[s][0], ends[s]) for s in starts)
-    overlaps = [min(a[1], b[1]) - max(a[0], b[0]) for a, b in itertools.combinations(spans, 2)]
-    assert max(overlaps) > 2.0, spans
+    shares = [
+        (min(a[1], b[1]) - max(a[0], b[0])) / min(a[1] - a[0], b[1] - b[0])
+        for a, b in itertools.combinations(spans, 2)
+    ]
+    assert max(shares) > 0.5, spans
     for name in ("alpha", "beta", "gamma", "delta"):
         assert query(hyper, database, f'SELECT COUNT(*), MIN(source) FROM "Extract".{name}') == [
             [1000, name]
