@@ -42,8 +42,6 @@ from ._home.maintenance import (
 )
 from ._rows.staging import (
     S3Staging as S3Staging,
-)
-from ._rows.transfer import (
     StagingMode as StagingMode,
 )
 from .errors import (
@@ -70,6 +68,7 @@ from .errors import (
     IngestError as IngestError,
     InvalidGeographyError as InvalidGeographyError,
     LeaseLostError as LeaseLostError,
+    MissingDependencyError as MissingDependencyError,
     NullInNotNullColumnError as NullInNotNullColumnError,
     OutputError as OutputError,
     PayloadFileError as PayloadFileError,

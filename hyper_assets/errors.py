@@ -5,6 +5,7 @@ Each message names the table, column or field at fault and says how to fix it.
 HyperAssetsError
 ├── ConfigurationError              asset metadata or resource config that cannot work
 │   ├── ComponentSpecError          a defs.yaml field of the component
+│   ├── MissingDependencyError      an optional package (pyspark...) needed and not importable
 │   ├── OutputError                 an output that cannot be a table: None, no columns, no frame
 │   ├── StagingNotSharedError       Spark staged where this process cannot read
 │   └── UnsupportedHomeError        a database URI whose store this library cannot serve
@@ -138,6 +139,11 @@ class ExtractRecreatedError(HyperAssetsError):
 
 class ConfigurationError(HyperAssetsError):
     """Asset metadata or resource configuration that cannot work as given."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional package that a frame, an input's annotation or a setting needs and that
+    cannot be imported: names the package, the real cause and what to install."""
 
 
 class ComponentSpecError(ConfigurationError):

@@ -22,9 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.asset_checks.asset_check_evaluation import (
-    AssetCheckEvaluationTargetMaterializationData as Target,
-)
 from tableauhyperapi import escape_name
 
 from hyper_assets._checks.row_count_check import last_two_runs
@@ -37,6 +34,7 @@ from hyper_assets._checks.stored_table import (
     require_columns,
     sql_columns,
 )
+from hyper_assets._dagster.compat import target_materialization
 from hyper_assets._dagster.located import ExtractSource
 from hyper_assets._dagster.partitions import partition_counts, partition_window
 from hyper_assets._engine.tables import Catalog, table_label
@@ -145,10 +143,10 @@ def _spec(
 
 def _targets(
     instance: dg.DagsterInstance, asset_key: dg.AssetKey, keys: Sequence[str]
-) -> dict[str, Target]:
+) -> dict[str, Any]:
     """Each partition's latest materialisation, which its result is about: the UI counts a
     partition's result as current only when it names that materialisation."""
-    targets: dict[str, Target] = {}
+    targets: dict[str, Any] = {}
     missing = set(keys)
     while missing:
         records = instance.fetch_materializations(
@@ -158,11 +156,7 @@ def _targets(
         for record in records:
             if record.partition_key in missing:
                 missing.discard(record.partition_key)
-                targets[record.partition_key] = Target(
-                    run_id=record.event_log_entry.run_id,
-                    storage_id=record.storage_id,
-                    timestamp=record.timestamp,
-                )
+                targets[record.partition_key] = target_materialization(record)
         if not records:
             break  # the rest were never materialised
     return targets

@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import dagster as dg
-from dagster_pyspark import PySparkResource
+
+from hyper_assets._base.optional import missing
+
+try:  # its tables are Spark assets, run by dagster-pyspark's resource
+    from dagster_pyspark import PySparkResource
+except ImportError as error:
+    raise missing("dagster_pyspark", "HyperExtractComponent", error) from error
 
 from hyper_assets._checks.checks import build_hyper_checks, publish_freshness_check
 from hyper_assets._component.adopt import adopted_assets

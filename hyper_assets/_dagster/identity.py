@@ -27,6 +27,7 @@ from pathlib import Path
 import dagster as dg
 
 from hyper_assets._base.saved import SavedFormat
+from hyper_assets._dagster.compat import instance as run_instance
 from hyper_assets.errors import ExtractRecreatedError
 
 #: The materialisation metadata holding the identity of the extract written, and its home.
@@ -209,21 +210,11 @@ class WriteGuard:
         )
 
 
-def _instance(context: dg.InputContext | dg.OutputContext) -> dg.DagsterInstance | None:
-    """The run's Dagster instance; None for a context built outside a run without one."""
-    try:
-        if isinstance(context, dg.InputContext):
-            return context.instance
-        return context.step_context.instance
-    except dg.DagsterInvariantViolationError:
-        return None
-
-
 def write_guard(context: dg.OutputContext, label: str, *, replaces: bool) -> WriteGuard:
     """The guard of a write of the asset of `context`; `replaces`: the write replaces the
     rows of what it writes (the whole table, or its partitions), so that written to every
     partition (a one-run backfill of them all) it rebuilds the table."""
-    instance = _instance(context)
+    instance = run_instance(context)
     # An op's output has no materialisation to compare with.
     records = latest(instance, context.asset_key) if instance and context.has_asset_key else []
     partitioned = context.has_asset_partitions
@@ -252,7 +243,7 @@ def loaded_records(
 ) -> tuple[list[Recorded], dg.PartitionsDefinition | None]:
     """The latest materialisation of each partition a load reads (of the asset, when
     unpartitioned; none for an op's output), and the asset's partitions."""
-    instance = _instance(context)
+    instance = run_instance(context)
     if not context.has_asset_key:  # another op's output: nothing materialised to compare
         return [], None
     if not context.has_asset_partitions:

@@ -3,7 +3,7 @@
 Per frame type only staging and loading differ (Spark: Parquet parts written by the
 executors, or rows streamed through Spark Connect, `hyper_assets._rows.transfer`; any frame
 exporting an Arrow stream: one Parquet file, `hyper_assets._rows.frames`); the Hyper side is the
-ingest engine's.
+ingest engine's. pyspark is imported only when a Spark frame or a Spark input is met.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from dagster import (
     AssetsDefinition,
@@ -25,11 +25,11 @@ from dagster import (
     OutputContext,
 )
 from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
-from pyspark.sql import DataFrame as SparkDataFrame
-from pyspark.sql.types import StructType
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets._base.env import changed, from_env
+from hyper_assets._base.optional import require
+from hyper_assets._dagster.compat import dagster_type
 from hyper_assets._dagster.identity import (
     WriteGuard,
     give_identity,
@@ -61,7 +61,7 @@ from hyper_assets._engine.types import (
 )
 from hyper_assets._engine.upgrade import file_for_write
 from hyper_assets._home.home import HomeSettings, HyperDatabase, check_home
-from hyper_assets._rows.frames import arrow_stream, python_loader
+from hyper_assets._rows.frames import arrow_stream, is_spark_frame, python_loader
 from hyper_assets._rows.geography import as_geography
 from hyper_assets._rows.ingest import Write, write_table
 from hyper_assets._rows.loading import (
@@ -73,17 +73,16 @@ from hyper_assets._rows.loading import (
 from hyper_assets._rows.modes import WriteMode
 from hyper_assets._rows.outbox import Outbox
 from hyper_assets._rows.pending_keys import PendingKeys
-from hyper_assets._rows.spark import active_session, restore_types
 from hyper_assets._rows.staging import (
     RemoteRoot,
     S3Staging,
     Staged,
     StagingArea,
+    StagingMode,
     is_arrow_stream,
     parse_root,
     stage_arrow,
 )
-from hyper_assets._rows.transfer import StagingMode, resolve_mode, stage, to_spark
 from hyper_assets._rows.window import Window
 from hyper_assets.errors import (
     CompactionError,
@@ -91,6 +90,9 @@ from hyper_assets.errors import (
     DatabaseLockedError,
     OutputError,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame as SparkDataFrame
 
 _log = logging.getLogger(__name__)
 
@@ -270,7 +272,8 @@ class HyperIOManager(ConfigurableIOManager):
     def handle_output(self, context: OutputContext, obj: object) -> None:
         target = output_target(context, self.default_schema)
         if obj is None:
-            if context.dagster_type.is_nothing:  # typed `-> None`: nothing to store
+            typed = dagster_type(context)
+            if typed is not None and typed.is_nothing:  # typed `-> None`: nothing to store
                 return
             raise OutputError(
                 f"{target.subject} returned None, not a frame: nothing was written. Return "
@@ -281,9 +284,10 @@ class HyperIOManager(ConfigurableIOManager):
         table, label = spec.table, spec.label
         hyper = self.home.hyper
         version, cap = hyper.default_database_version, hyper.max_database_version
-        stream = None if isinstance(obj, SparkDataFrame) else arrow_stream(obj)
-        if isinstance(obj, SparkDataFrame):
-            columns = columns_from_spark(obj.schema, label, version, cap)
+        spark = is_spark_frame(obj)
+        stream = None if spark else arrow_stream(obj)
+        if spark:
+            columns = columns_from_spark(cast("SparkDataFrame", obj).schema, label, version, cap)
         elif stream is not None:
             columns = columns_from_arrow(stream.schema, label, version, cap)
         else:
@@ -309,9 +313,14 @@ class HyperIOManager(ConfigurableIOManager):
             guard.check(self.home.local_path, self.home.uri)
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
-            if isinstance(obj, SparkDataFrame):
-                mode = resolve_mode(self.staging_mode, obj.sparkSession, self.staging, label)
-                staged = stage(obj, mode, self.staging, directory, self.staging_compression, label)
+            if spark:
+                from hyper_assets._rows.transfer import resolve_mode, stage
+
+                frame = cast("SparkDataFrame", obj)
+                mode = resolve_mode(self.staging_mode, frame.sparkSession, self.staging, label)
+                staged = stage(
+                    frame, mode, self.staging, directory, self.staging_compression, label
+                )
                 transfer = {"staging_mode": mode.value}
                 if staged.files:  # an empty frame stages nothing
                     arrows = is_arrow_stream(staged.files[0])
@@ -451,8 +460,13 @@ class HyperIOManager(ConfigurableIOManager):
         target = input_target(context, self.default_schema)
         label = target.spec.label
         wanted = input_columns(context.definition_metadata, label)
-        load_python = python_loader(context.dagster_type.typing_type)
+        typed = dagster_type(context)
+        load_python = python_loader(typed.typing_type if typed else None)
         if load_python is None:  # before the export: a session that cannot load it fails first
+            require("pyspark.sql", f"Loading {label} as a Spark DataFrame (its input's type)")
+            from hyper_assets._rows.spark import active_session, restore_types
+            from hyper_assets._rows.transfer import resolve_mode, to_spark
+
             session = active_session(label)
             mode = resolve_mode(self.staging_mode, session, self.staging, label)
         path = self.staging.keep("load") / "table.parquet"
@@ -464,6 +478,8 @@ class HyperIOManager(ConfigurableIOManager):
         if load_python is not None:
             return load_python(path)
         if not columns:
+            from pyspark.sql.types import StructType
+
             return session.createDataFrame([], StructType([]))
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 

@@ -19,6 +19,7 @@ from dagster import (
 )
 from tableauhyperapi import Connection
 
+from hyper_assets._dagster.compat import add_partition_metadata
 from hyper_assets._dagster.identity import identity_metadata
 from hyper_assets._dagster.partitions import partition_counts
 from hyper_assets._dagster.target import Target
@@ -86,15 +87,17 @@ def report_partition_rows(context: OutputContext, counts: Mapping[str, int]) -> 
 
     Dagster takes metadata for one partition of a ranged run only through the step's
     `add_asset_metadata(partition_key=...)`, public on the asset's context; an IO manager
-    reaches the same step as `OutputContext.step_context`, which Dagster does not mark
-    public. Hence dagster is pinned to 1.13.x, and both ends of that range are tested.
+    reaches it through its private step (`hyper_assets._dagster.compat`). Where it cannot
+    (a context built outside a run), the range's total is all that is reported, and the
+    log says so.
     """
     for key, rows in counts.items():
-        context.step_context.add_asset_metadata(
-            {"dagster/partition_row_count": rows},
-            asset_key=context.asset_key,
-            partition_key=key,
-        )
+        if not add_partition_metadata(context, key, {"dagster/partition_row_count": rows}):
+            context.log.info(
+                f"Each partition's own row count is not reported ({len(counts)} partitions): "
+                "this context has no step to take it, only the range's total."
+            )
+            return
 
 
 def column_schema(write: Write, declared: object = None) -> TableSchema:

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 from dagster import AssetKey, InputContext, OutputContext, PartitionsDefinition
 
+from hyper_assets._dagster.compat import op_name, run_partitions, step
 from hyper_assets._dagster.partitions import partition_window
 from hyper_assets._dagster.spec import TableSpec
 from hyper_assets._engine.types import Column
 from hyper_assets._rows.window import Window
+from hyper_assets.errors import ConfigurationError
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,8 @@ def output_target(context: OutputContext, default_schema: str) -> Target:
             partitions = Partitions(context.asset_partitions_def, keys)
         return Target(spec, key, f"asset {key.to_user_string()!r}", partitions)
     spec = TableSpec.parse([context.name], context.definition_metadata, default_schema)
-    who = f"output {context.name!r} of op {context.op_def.name!r}"
-    return Target(spec, None, who, _run_partitions(context, spec))
+    who = _output_label(context.name, op_name(context))
+    return Target(spec, None, who, _run_partitions(spec, context))
 
 
 def input_target(context: InputContext, default_schema: str) -> Target:
@@ -101,16 +103,28 @@ def input_target(context: InputContext, default_schema: str) -> Target:
         return Target(spec, key, f"asset {key.to_user_string()!r}", partitions)
     assert upstream is not None  # an op's input without an asset is another op's output
     spec = TableSpec.parse([upstream.name], metadata, default_schema)
-    who = f"output {upstream.name!r} of op {upstream.op_def.name!r}"
-    return Target(spec, None, who, _run_partitions(context, spec))
+    who = _output_label(upstream.name, op_name(upstream))
+    return Target(spec, None, who, _run_partitions(spec, context))
 
 
-def _run_partitions(context: OutputContext | InputContext, spec: TableSpec) -> Partitions | None:
-    """An op output's partitions: its run's, when its metadata has `partition_expr`."""
-    step = context.step_context
-    definition = step.run_partitions_def
-    if spec.partition_expr is None or definition is None or not step.has_partitions:
+def _output_label(output: str, op: str | None) -> str:
+    return f"output {output!r} of op {op!r}" if op else f"output {output!r}"
+
+
+def _run_partitions(spec: TableSpec, context: OutputContext | InputContext) -> Partitions | None:
+    """An op output's partitions: its run's, when its metadata has `partition_expr`.
+
+    A context built outside a run has no run to ask: such an output is refused rather
+    than written as if unpartitioned (which would replace the whole table).
+    """
+    if spec.partition_expr is None:
         return None
-    return Partitions(
-        definition, tuple(definition.get_partition_keys_in_range(step.partition_key_range))
-    )
+    if step(context) is None:
+        raise ConfigurationError(
+            f"{spec.label} has partition_expr, but this context ({type(context).__name__}, "
+            "built outside a run) has no run whose partitions it could write. Give the "
+            "output an asset (asset_key= and asset_partitions_def= in build_output_context), "
+            "or test it in a run (materialize / execute_in_process with partition_key=)."
+        )
+    run = run_partitions(context)
+    return Partitions(run.definition, run.keys) if run else None

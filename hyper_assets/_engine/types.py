@@ -1,5 +1,10 @@
 """Internal: column types, from Spark and Arrow schemas to Hyper columns, and back.
 
+Spark's types are told by their class names, so this module imports no pyspark and takes
+the types of whichever pyspark module is installed (pyspark 3.5 to the newest,
+pyspark-client, databricks-connect's): a type a version lacks (TimeType is new in 4.1)
+is simply never met there.
+
 Data travels as Parquet in both directions. `Column.load_sql` says how a staged Parquet
 column becomes the Hyper value, `export_sql` how a Hyper column is written to Parquet
 for loading, and `spark_type` remembers a Spark type that Hyper cannot express exactly
@@ -10,10 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
-from pyspark.sql import types as T
 from tableauhyperapi import (
     Nullability,
     SqlType,
@@ -23,6 +27,9 @@ from tableauhyperapi import (
 )
 
 from hyper_assets.errors import DatabaseVersionError, UnsupportedTypeError
+
+if TYPE_CHECKING:
+    from pyspark.sql import types as T
 
 #: Comment prefix that records the Spark type of a column whose Hyper type is wider.
 SPARK_TYPE_COMMENT = "hyper-assets:spark-type="
@@ -139,52 +146,56 @@ def columns_from_spark(
     return [_spark_column(f, table, version, cap) for f in schema.fields]
 
 
-#: Spark types stored as one Hyper type: (the type, whether the Spark type is kept in the
-#: column's comment so a load restores it, how the value is staged).
-_SPARK_PLAIN: dict[type[T.DataType], tuple[SqlType, bool, StagedAs]] = {
-    T.BooleanType: (SqlType.bool(), False, "same"),
-    T.ByteType: (SqlType.small_int(), True, "same"),
-    T.ShortType: (SqlType.small_int(), False, "same"),
-    T.IntegerType: (SqlType.int(), False, "same"),
-    T.LongType: (SqlType.big_int(), False, "same"),
-    T.DoubleType: (SqlType.double(), False, "same"),
-    T.StringType: (SqlType.text(), False, "same"),
-    T.BinaryType: (SqlType.bytes(), False, "same"),
-    T.DateType: (SqlType.date(), False, "same"),
-    T.TimestampNTZType: (SqlType.timestamp(), False, "same"),
-    T.TimestampType: (SqlType.timestamp(), True, "same"),  # the session time zone's clock
-    T.TimeType: (SqlType.time(), True, "same"),
-    T.DayTimeIntervalType: (SqlType.interval(), True, "micros"),
-    T.YearMonthIntervalType: (SqlType.interval(), True, "months"),
+#: Spark types stored as one Hyper type, by class name: (the type, whether the Spark type is
+#: kept in the column's comment so a load restores it, how the value is staged).
+_SPARK_PLAIN: dict[str, tuple[SqlType, bool, StagedAs]] = {
+    "BooleanType": (SqlType.bool(), False, "same"),
+    "ByteType": (SqlType.small_int(), True, "same"),
+    "ShortType": (SqlType.small_int(), False, "same"),
+    "IntegerType": (SqlType.int(), False, "same"),
+    "LongType": (SqlType.big_int(), False, "same"),
+    "DoubleType": (SqlType.double(), False, "same"),
+    "StringType": (SqlType.text(), False, "same"),
+    "BinaryType": (SqlType.bytes(), False, "same"),
+    "DateType": (SqlType.date(), False, "same"),
+    "TimestampNTZType": (SqlType.timestamp(), False, "same"),
+    "TimestampType": (SqlType.timestamp(), True, "same"),  # the session time zone's clock
+    "TimeType": (SqlType.time(), True, "same"),
+    "DayTimeIntervalType": (SqlType.interval(), True, "micros"),
+    "YearMonthIntervalType": (SqlType.interval(), True, "months"),
+}
+
+#: How to store the Spark types Hyper has no column for, by class name.
+_SPARK_FIXES = {
+    "ArrayType": "Explode it into rows, or turn it into a string with to_json() or array_join().",
+    "MapType": "Explode it into key/value rows, or turn it into a string with to_json().",
+    "StructType": "Select its fields as separate columns (col('s.field')), or turn it "
+    "into a string with to_json().",
 }
 
 
 def _spark_column(field: T.StructField, table: str, version: int, cap: int) -> Column:
     t, name, nullable = field.dataType, field.name, field.nullable
-    simple = t.simpleString()
-    if type(t) in _SPARK_PLAIN:
-        sql_type, keep, staged_as = _SPARK_PLAIN[type(t)]
+    simple, kind = t.simpleString(), type(t).__name__
+    if kind in _SPARK_PLAIN:
+        sql_type, keep, staged_as = _SPARK_PLAIN[kind]
         return Column(name, sql_type, nullable, simple if keep else None, staged_as)
-    if isinstance(t, T.FloatType):
+    if kind == "FloatType":
         return Column(name, _float(version), nullable, simple if version < 4 else None)
-    if isinstance(t, T.DecimalType):
-        return Column(name, _decimal(table, name, t.precision, t.scale, cap, simple), nullable)
-    if isinstance(t, T.CharType):
-        return Column(name, SqlType.char(t.length), nullable)
-    if isinstance(t, T.VarcharType):
-        return Column(name, SqlType.varchar(t.length), nullable)
-    if isinstance(t, T.NullType):
+    if kind == "DecimalType":
+        precision, scale = t.precision, t.scale  # type: ignore[attr-defined]
+        return Column(name, _decimal(table, name, precision, scale, cap, simple), nullable)
+    if kind == "CharType":
+        return Column(name, SqlType.char(t.length), nullable)  # type: ignore[attr-defined]
+    if kind == "VarcharType":
+        return Column(name, SqlType.varchar(t.length), nullable)  # type: ignore[attr-defined]
+    if kind == "NullType":
         return Column(name, SqlType.text(), True, simple)
-    fixes = {
-        T.ArrayType: "Explode it into rows, or turn it into a string with to_json() or "
-        "array_join().",
-        T.MapType: "Explode it into key/value rows, or turn it into a string with to_json().",
-        T.StructType: "Select its fields as separate columns (col('s.field')), or turn it "
-        "into a string with to_json().",
-    }
-    fix = next((v for k, v in fixes.items() if isinstance(t, k)), None)
     raise _unsupported(
-        table, name, simple, fix or "Cast it to a supported type (string, for example)."
+        table,
+        name,
+        simple,
+        _SPARK_FIXES.get(kind, "Cast it to a supported type (string, for example)."),
     )
 
 

@@ -23,6 +23,15 @@ import pyarrow.parquet as pq
 BATCH_ROWS = 65_536
 
 
+def is_spark_frame(obj: object) -> bool:
+    """A Spark DataFrame, classic or Connect, of whichever pyspark module is installed;
+    told by its classes, so that nothing imports pyspark to ask."""
+    return any(
+        cls.__name__ == "DataFrame" and cls.__module__.startswith("pyspark.sql.")
+        for cls in type(obj).__mro__
+    )
+
+
 def arrow_stream(obj: object) -> pa.RecordBatchReader | None:
     """`obj`'s rows as a stream of Arrow batches; None when it exports no Arrow stream."""
     if not hasattr(type(obj), "__arrow_c_stream__"):

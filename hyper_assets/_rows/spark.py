@@ -7,6 +7,7 @@ types back. Importing it silences PySpark's pandas-3 warning where pandas is not
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 from pyspark.sql import Column as SparkColumn, DataFrame, SparkSession, functions as F, types as T
@@ -45,7 +46,7 @@ def prepare_frame(df: DataFrame) -> DataFrame:
         ref = _col(field.name)
         if type(field.dataType) is T.TimestampType:
             casts[field.name] = ref.cast("timestamp_ntz")
-        elif isinstance(field.dataType, T.TimeType | T.NullType):
+        elif type(field.dataType).__name__ in ("TimeType", "NullType"):  # TIME: 4.1+
             casts[field.name] = ref.cast("string")
         elif isinstance(field.dataType, T.DayTimeIntervalType):
             seconds = ref.cast("interval second").cast("decimal(38, 6)")
@@ -74,12 +75,23 @@ def restore_types(df: DataFrame, columns: list[Column]) -> DataFrame:
 
 
 def active_session(table: str) -> SparkSession:
-    """The step's Spark session (classic or Connect), as PySparkResource built it."""
+    """The step's Spark session (classic or Connect): the one a resource of the step started
+    (dagster-pyspark's PySparkResource, or any that calls getOrCreate()).
+
+    pyspark 3.5's classic `getActiveSession` does not see Connect sessions, which its
+    Connect client keeps apart: that one is asked too, when it is loaded.
+    """
     session = SparkSession.getActiveSession()
+    connect = sys.modules.get("pyspark.sql.connect.session")
+    if session is None and connect is not None:
+        session = connect.SparkSession.getActiveSession()
     if session is None:
         raise ConfigurationError(
-            f"Loading {table} as a Spark DataFrame needs the step's Spark session: give the "
-            "asset a PySparkResource parameter (e.g. `pyspark: PySparkResource`), or annotate "
-            "the input as a Python frame (pyarrow.Table, pandas.DataFrame, polars.DataFrame, ...)."
+            f"Loading {table} as a Spark DataFrame needs the step's Spark session, and none "
+            "is active. Give the asset a resource that starts it: dagster-pyspark's "
+            "(`pyspark: PySparkResource`), or one of yours that calls "
+            "SparkSession.builder...getOrCreate() (DatabricksSession.builder...getOrCreate() "
+            "for Databricks Connect). Or annotate the input as a Python frame "
+            "(pyarrow.Table, pandas.DataFrame, polars.DataFrame, ...)."
         )
     return session

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -34,6 +35,15 @@ import pyarrow.parquet as pq
 from hyper_assets._base.env import plain
 from hyper_assets._base.store_settings import S3Settings, checked_endpoint
 from hyper_assets.errors import ConfigurationError, StagingStoreError
+
+
+class StagingMode(StrEnum):
+    """How a Spark DataFrame reaches Hyper (`HyperIOManager.staging_mode`;
+    `hyper_assets._rows.transfer` carries it out)."""
+
+    AUTO = "auto"  # shared when verified by a probe, else stream (Spark Connect)
+    SHARED = "shared"  # Parquet parts in a directory both sides see; checked every write
+    STREAM = "stream"  # Arrow batches through the Spark Connect channel
 
 
 def default_staging_root() -> Path:

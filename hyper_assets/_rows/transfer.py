@@ -27,13 +27,11 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Observation, SparkSession, functions as F, types as T
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -42,6 +40,7 @@ from hyper_assets._rows.spark import prepare_frame
 from hyper_assets._rows.staging import (
     Staged,
     StagingArea,
+    StagingMode,
     arrow_stream_readable,
     part_files,
     staged_row_count,
@@ -58,12 +57,25 @@ if TYPE_CHECKING:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 
-class StagingMode(StrEnum):
-    """How a Spark DataFrame reaches Hyper (`HyperIOManager.staging_mode`)."""
+def _py4j_error() -> tuple[type[Exception], ...]:
+    """py4j's error of a JVM call, where there is a JVM gateway: pyspark-client and
+    databricks-connect have none (nor py4j), and raise only PySparkException."""
+    try:
+        from py4j.protocol import Py4JJavaError
+    except ImportError:
+        return ()
+    return (Py4JJavaError,)
 
-    AUTO = "auto"  # shared when verified by a probe, else stream (Spark Connect)
-    SHARED = "shared"  # Parquet parts in a directory both sides see; checked every write
-    STREAM = "stream"  # Arrow batches through the Spark Connect channel
+
+#: What a Spark call raises: PySparkException, and py4j's error in a classic session.
+SPARK_ERRORS: tuple[type[Exception], ...] = (PySparkException, *_py4j_error())
+
+
+def _spark_said(error: Exception) -> str:
+    """The first line of what Spark said: the Java exception's, for a JVM call's error."""
+    java = getattr(error, "java_exception", None)
+    said = java.toString() if java is not None else str(error)
+    return str(said).strip().splitlines()[0] if str(said).strip() else type(error).__name__
 
 
 #: Arrow IPC stream files that streamed rows are spread over (Hyper loads them in parallel).
@@ -161,11 +173,10 @@ def _run_probe(session: SparkSession, area: StagingArea) -> tuple[str | None, bo
             tokens = [t for f in files for t in pq.read_table(f)["token"].to_pylist()]
     except StagingStoreError as error:
         return str(error), False
-    except (PySparkException, Py4JJavaError) as error:
-        said = error.java_exception.toString() if isinstance(error, Py4JJavaError) else error
+    except SPARK_ERRORS as error:
         # The file is not there (on the driver, or an executor): a clean answer.
         clean = any(c in str(error) for c in ("PATH_NOT_FOUND", "FILE_NOT_EXIST"))
-        return f"Spark said: {str(said).strip().splitlines()[0]}", clean
+        return f"Spark said: {_spark_said(error)}", clean
     if tokens != [token]:
         return f"this process found {len(tokens)} of the 1 row Spark wrote", True
     return None, True
@@ -325,7 +336,7 @@ def to_spark(
         try:
             frame = session.read.parquet(area.spark_uri(path))
             frame.schema  # noqa: B018 -- analysis lists the path now, not at a later action
-        except (PySparkException, Py4JJavaError) as error:
+        except SPARK_ERRORS as error:
             raise StagingNotSharedError(
                 f"Spark cannot read {area.spark_uri(path)}, where this process exported "
                 f"{table}: the cluster and this process do not share {area.label}. "

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dagster as dg
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
+from hyper_assets._dagster.compat import check_history
 from hyper_assets.errors import ConfigurationError
 from hyper_assets.tableau._dagster.resource import TableauServerResource
 from hyper_assets.tableau._rest.quality import QualityWarning, WarningType, set_quality_warning
@@ -29,7 +29,7 @@ from hyper_assets.tableau._rest.quality import QualityWarning, WarningType, set_
 HISTORY = 200
 #: Longest message the sensor sets; Tableau shows it in a banner.
 MAX_MESSAGE = 1000
-DONE = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
+DONE = {"SUCCEEDED", "FAILED"}
 
 
 @dataclass(frozen=True)
@@ -123,17 +123,12 @@ def _failures(
     failures = []
     for key, blocking in watched.items():
         seen: set[str | None] = set()
-        history = instance.event_log_storage.get_asset_check_execution_history(key, HISTORY)
-        for record in history:
-            partition = getattr(record, "partition", None)
-            event = record.event.dagster_event if record.event else None
-            evaluation = event.event_specific_data if event else None
-            if record.status not in DONE or partition in seen:
-                continue
-            if not isinstance(evaluation, dg.AssetCheckEvaluation):
+        for run in check_history(instance, key, HISTORY):
+            partition, evaluation = run.partition, run.evaluation
+            if run.status not in DONE or partition in seen or evaluation is None:
                 continue
             seen.add(partition)
-            if record.status == AssetCheckExecutionRecordStatus.FAILED:
+            if run.status == "FAILED":
                 failures.append(
                     _Failure(
                         key,
