@@ -1,10 +1,22 @@
 # `make test` and `make demo` work from a fresh clone: they build .venv first.
-PYTHON ?= python3.11
+# Each Python found on PATH or under pyenv (whose shims fail for a version not selected).
+find_python = $(firstword $(foreach p,python$(1) $(wildcard $(HOME)/.pyenv/versions/$(1)*/bin/python$(1)),$(shell $(p) -c pass 2>/dev/null && echo $(p))))
+# The main suite: the newest of everything, on the newest Python supported.
+PYTHON ?= $(call find_python,3.13)
+# The lowest-versions suite: the oldest world users run (Python 3.11, Spark 3.5).
+LOWEST_PYTHON ?= $(call find_python,3.11)
+# Spark 4.0's line (Databricks 17.3 LTS), between the two.
+SPARK40_PYTHON ?= $(call find_python,3.12)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 LOWEST := .venv-lowest
+SPARK40 := .venv-spark40
+# No pyspark at all: the Python-frame, publish and emulator tests.
+NOSPARK := .venv-nospark
+# Spark Connect's thin client (pyspark-client, no JVM), driven by tests/test_thin_client.py.
+CLIENT := .venv-client
 # uv installs the environments (pip took about 2.5 minutes each; uv under one).
 UV := 'uv>=0.9,<1'
 # Compiled at install: where PYTHONDONTWRITEBYTECODE is set (as in our CI), nothing else
@@ -16,14 +28,21 @@ INSTALL := uv pip install --quiet --compile-bytecode
 # lowest-versions suite (two) had ended, while a worker awaited Dagster's daemon or a server.
 PARALLEL := --dist loadfile --no-loadscope-reorder --durations=25
 
-.PHONY: test envs typecheck test-all test-fast test-lowest test-lowest-logged lint demo ui bench bench-scale bench-galaxy bench-home java browser azurite clean
+.PHONY: test envs typecheck test-all test-fast test-lowest test-lowest-logged test-spark40 \
+	test-spark40-logged test-nospark test-nospark-logged lint demo ui bench bench-scale bench-galaxy bench-home java browser azurite clean
+
+WITH_SPARK := .[dev,spark]
+# $(call venv,DIR,PYTHON,VERSION,REQUIREMENTS): a virtual environment with uv in it.
+define venv
+	@[ -n "$(2)" ] || { echo "Python $(3) is required for $(1) (not found on PATH nor under pyenv)."; exit 1; }
+	$(2) -m venv $(1)
+	$(1)/bin/pip install --quiet $(UV)
+	$(1)/bin/$(INSTALL) --python $(1)/bin/python $(4)
+	touch $(1)/.installed
+endef
 
 $(STAMP): pyproject.toml | java
-	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)."; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet $(UV)
-	$(BIN)/$(INSTALL) --python $(BIN)/python -e '.[dev]'
-	touch $(STAMP)
+	$(call venv,$(VENV),$(PYTHON),3.13,-e '$(WITH_SPARK)')
 
 # Spark needs Java 17+: install Debian's JRE when we are root with apt, else say what to do.
 java:
@@ -58,9 +77,15 @@ azurite:
 		echo "The Azure home's tests need Azurite and are skipped without it (npm install -g azurite@3.35.0)."; \
 	fi
 
-# The two suites run side by side: alone, each left a core idle about 40% of the time
-# (Spark's and Dagster's start-ups, servers awaited). The whole suite prints as it goes; the
-# lowest-versions one into test-lowest.log, shown whole when it ends.
+# The suites run side by side: alone, each left a core idle about 40% of the time (Spark's
+# and Dagster's start-ups, servers awaited). The whole suite prints as it goes; the others
+# into their logs, each shown whole when it ends:
+# - the main suite, every test: the newest of everything on Python 3.13, and Spark
+#   Connect's thin client (.venv-client, tests/test_thin_client.py);
+# - the lowest versions (Python 3.11, Spark 3.5.0, Dagster 1.13.0...): the fast tests;
+# - Spark 4.0: the fast Spark-path tests (marker `spark`);
+# - no pyspark at all: the fast tests that need none (the Python frames, the publish,
+#   the emulator, the checks).
 test: envs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -69,7 +94,8 @@ test: envs
 	@# of the ~500 Python processes the suites start compiled them anew (0.25 of 1.25 CPU s
 	@# to import all of hyper_assets). Python checks each file's source before using it.
 	$(BIN)/python -m compileall -q hyper_assets demo tests
-	@$(MAKE) --no-print-directory -j3 typecheck test-all test-lowest-logged
+	@$(MAKE) --no-print-directory -j5 typecheck test-all test-lowest-logged \
+		test-spark40-logged test-nospark-logged
 
 # mypy runs beside the suites: run before them, it held them up while it ran.
 typecheck: $(STAMP)
@@ -83,24 +109,46 @@ $(VENV)/spark.jsa: $(STAMP) tests/spark_archive.py
 $(LOWEST)/spark.jsa: $(LOWEST)/.installed tests/spark_archive.py | java
 	$(LOWEST)/bin/python tests/spark_archive.py
 
+$(SPARK40)/spark.jsa: $(SPARK40)/.installed tests/spark_archive.py | java
+	$(SPARK40)/bin/python tests/spark_archive.py
+
+# $(call logged,TARGET): make TARGET into TARGET.log, shown whole when it ends.
+define logged
+	@$(MAKE) --no-print-directory $(1) > $(1).log 2>&1; status=$$?; \
+	printf '\n--- make $(1) ($(1).log) ---\n'; cat $(1).log; exit $$status
+endef
+
 test-lowest-logged: $(LOWEST)/spark.jsa
-	@$(MAKE) --no-print-directory test-lowest > test-lowest.log 2>&1; status=$$?; \
-	printf '\n--- make test-lowest (test-lowest.log) ---\n'; cat test-lowest.log; exit $$status
+	$(call logged,test-lowest)
 
-test-all: $(VENV)/spark.jsa
-	$(BIN)/pytest -n 3 $(PARALLEL)
+test-spark40-logged: $(SPARK40)/spark.jsa
+	$(call logged,test-spark40)
 
-# What the suites need, at once: both environments (mostly downloads and unpacking), then
-# each one's archive of Spark's classes (CPU), beside Chromium's and Azurite's installs.
+test-nospark-logged: $(NOSPARK)/.installed
+	$(call logged,test-nospark)
+
+test-all: $(VENV)/spark.jsa $(CLIENT)/.installed
+	HYPER_ASSETS_THIN_CLIENT_PYTHON=$(CLIENT)/bin/python $(BIN)/pytest -n 3 $(PARALLEL)
+
+# What the suites need, at once: the environments (mostly downloads and unpacking), then
+# each Spark one's archive of Spark's classes (CPU), beside Chromium's and Azurite's installs.
 envs:
-	@$(MAKE) --no-print-directory -j4 $(VENV)/spark.jsa $(LOWEST)/spark.jsa browser azurite
+	@$(MAKE) --no-print-directory -j4 $(VENV)/spark.jsa $(LOWEST)/spark.jsa \
+		$(SPARK40)/spark.jsa $(NOSPARK)/.installed $(CLIENT)/.installed browser azurite
 
 # The fast tests again with the lowest version of each dependency pyproject.toml allows.
 $(LOWEST)/.installed: pyproject.toml constraints-lowest.txt
-	$(PYTHON) -m venv $(LOWEST)
-	$(LOWEST)/bin/pip install --quiet $(UV)
-	$(LOWEST)/bin/$(INSTALL) --python $(LOWEST)/bin/python -e '.[dev]' -c constraints-lowest.txt
-	touch $@
+	$(call venv,$(LOWEST),$(LOWEST_PYTHON),3.11,-e '$(WITH_SPARK)' -c constraints-lowest.txt)
+
+$(SPARK40)/.installed: pyproject.toml
+	$(call venv,$(SPARK40),$(SPARK40_PYTHON),3.12,-e '$(WITH_SPARK)' 'pyspark[connect]==4.0.*')
+
+$(NOSPARK)/.installed: pyproject.toml
+	$(call venv,$(NOSPARK),$(PYTHON),3.13,-e '.[dev]')
+	@! $(NOSPARK)/bin/python -c 'import pyspark' 2>/dev/null || { echo "$(NOSPARK) has a pyspark: something in .[dev] requires it."; exit 1; }
+
+$(CLIENT)/.installed: pyproject.toml
+	$(call venv,$(CLIENT),$(PYTHON),3.13,-e . pyspark-client)
 
 # The fast tests on the lowest versions, but the publish's fault scenarios
 # (tests/tableau/test_publish.py: our own logic, over the calls that test_client, the
@@ -109,6 +157,13 @@ $(LOWEST)/.installed: pyproject.toml constraints-lowest.txt
 test-lowest: $(LOWEST)/spark.jsa
 	$(LOWEST)/bin/pytest -n 2 $(PARALLEL) -m "not slow" -p no:cacheprovider \
 		--ignore=tests/tableau/test_publish.py
+
+test-spark40: $(SPARK40)/spark.jsa
+	$(SPARK40)/bin/pytest -n 1 $(PARALLEL) -m "spark and not slow" -p no:cacheprovider
+
+# Without pyspark, tests/conftest.py does not collect the Spark modules.
+test-nospark: $(NOSPARK)/.installed
+	$(NOSPARK)/bin/pytest -n 1 $(PARALLEL) -m "not spark and not slow" -p no:cacheprovider
 
 test-fast: $(VENV)/spark.jsa
 	$(BIN)/pytest -n 2 $(PARALLEL) -m "not slow"
@@ -141,4 +196,4 @@ bench-home: $(STAMP)
 	$(BIN)/python benchmarks/home.py
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .pytest_cache
+	rm -rf $(VENV) $(LOWEST) $(SPARK40) $(NOSPARK) $(CLIENT) .pytest_cache *.log

@@ -3,6 +3,7 @@ library's log records."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import uuid
@@ -69,8 +70,43 @@ LONGEST_FIRST = [
 DEMO_MODULES = {"test_demo.py", "test_daemon.py", "test_ui.py"}
 
 
+#: Whether this environment has a pyspark module (make test's no-Spark one has none).
+HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None
+#: Modules that need Spark to be collected (a pyspark import, a Spark job, the demo): every
+#: test of theirs is a Spark-path test (marker `spark`), as is each test that asks for the
+#: `spark` fixture. Without pyspark they are not collected.
+SPARK_MODULES = {
+    "test_cluster.py",
+    "test_component.py",
+    "test_concurrency.py",
+    "test_daemon.py",
+    "test_dagster_contract.py",
+    "test_demo.py",
+    "test_galaxy_location.py",
+    "test_home.py",
+    "test_io_manager.py",
+    "test_refusals.py",
+    "test_remote_spark.py",
+    "test_sensors.py",
+    "test_tpch.py",
+    "test_types.py",
+    "test_ui.py",
+    "test_warnings.py",
+    "test_keys.py",
+}
+
+
+def pytest_ignore_collect(collection_path: Path) -> bool | None:
+    """Without pyspark, the Spark modules are not collected (the rest are, and run)."""
+    return True if not HAS_PYSPARK and collection_path.name in SPARK_MODULES else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Runs the longest modules first (see LONGEST_FIRST)."""
+    """Marks the Spark-path tests `spark`, and runs the longest modules first (see
+    LONGEST_FIRST)."""
+    for item in items:
+        if item.path.name in SPARK_MODULES or "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
 
     def rank(item: pytest.Item) -> int:
         name = item.path.name

@@ -47,3 +47,13 @@ def test_every_module_it_names_exists():
     files = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")}
     missing = {n for n in named if n not in files and not any(f.endswith("/" + n) for f in files)}
     assert named and not missing, missing
+
+
+def test_dagsters_private_api_is_reached_from_the_compatibility_module_alone():
+    private = re.compile(r"dagster\._core|\.step_context\b")
+    reached = {
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if private.search(p.read_text())
+    }
+    assert reached == {"_dagster/compat.py"}

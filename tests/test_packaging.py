@@ -12,7 +12,8 @@ ROOT = Path(__file__).parent.parent
 
 
 def test_lowest_constraints_are_the_declared_lower_bounds():
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["dependencies"] + project["optional-dependencies"]["spark"]
     lower = {}
     for requirement in declared:
         name, bound = re.fullmatch(r"([\w-]+)(?:\[[\w,]+\])?>=([\w.]+).*", requirement).groups()

@@ -96,7 +96,13 @@ def test_spark_mapping_table():
         (T.MapType(T.StringType(), T.IntegerType()), "to_json"),
         (T.StructType([T.StructField("a", T.IntegerType())]), "separate columns"),
         (T.DecimalType(38, 2), "max_database_version=2"),
-        (T.CalendarIntervalType(), "Cast it"),
+        # Types Hyper has no column for, with no fix of their own, where the Spark line
+        # has them (both are new in 4.0).
+        *[
+            (getattr(T, name)(), "Cast it")
+            for name in ("VariantType", "CalendarIntervalType")
+            if hasattr(T, name)
+        ],
     ],
 )
 def test_unsupported_spark_types_name_column_type_and_fix(data_type, fix):

@@ -21,12 +21,13 @@ through, and gets a `StagingNotSharedError` saying what to do.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -107,6 +108,8 @@ def resolve_mode(
     requested: StagingMode, session: SparkSession, area: StagingArea, table: str
 ) -> StagingMode:
     """The mode a write or load of `table` through `session` uses."""
+    if is_connect(session):
+        _require_observing_client(session, table)
     if requested is StagingMode.STREAM and not is_connect(session):
         raise ConfigurationError(
             f"staging_mode='stream' for {table} needs a Spark Connect session (sc://...), "
@@ -128,6 +131,25 @@ def resolve_mode(
         f"not share {area.label}, the staging directory, so Spark cannot hand {table}'s "
         f"rows to Hyper ({problem}); nothing was written. {WAYS_OUT}"
     )
+
+
+def _require_observing_client(session: SparkSession, table: str) -> None:
+    """Refuses a Spark Connect client that cannot report the rows a write observed.
+
+    Every write checks the rows it staged against Spark's own count (an `Observation`);
+    pyspark 3.5's Connect client fills no observation and streams without them.
+    """
+    client = cast("ConnectSession", session).client
+    stream = getattr(client, "to_table_as_iterator", None)
+    if stream is None or "observations" not in inspect.signature(stream).parameters:
+        import pyspark
+
+        raise ConfigurationError(
+            f"{table}'s frame comes from a Spark Connect session of pyspark "
+            f"{pyspark.__version__}, whose Connect client does not report the rows Spark "
+            "produced (an Observation), which every write checks; nothing was written. Use "
+            "a pyspark 4.0+ (or pyspark-client) Connect client, or a classic session."
+        )
 
 
 def _session_key(session: SparkSession) -> str:
@@ -215,6 +237,30 @@ def stage(
     return _stream(df, directory, compression, table)
 
 
+#: How Spark writes dates and timestamps before 1582 to Parquet. Spark 3.x refuses them by
+#: default (EXCEPTION), and LEGACY rebases them to the Julian calendar; Hyper reads the
+#: proleptic Gregorian values that CORRECTED writes, Spark 4's default. No write option
+#: sets it: the session's setting is changed for the write, and restored after it.
+_REBASE_IN_WRITE = "spark.sql.parquet.datetimeRebaseModeInWrite"
+
+
+@contextmanager
+def _proleptic_dates(session: SparkSession) -> Iterator[None]:
+    """Spark writes dates as they are, whatever its session says, while the block runs."""
+    before = session.conf.get(_REBASE_IN_WRITE, None)
+    if before == "CORRECTED":
+        yield
+        return
+    session.conf.set(_REBASE_IN_WRITE, "CORRECTED")
+    try:
+        yield
+    finally:
+        if before is None:
+            session.conf.unset(_REBASE_IN_WRITE)
+        else:
+            session.conf.set(_REBASE_IN_WRITE, before)
+
+
 def _stage_shared(
     df: DataFrame, area: StagingArea, directory: Path, compression: str, table: str
 ) -> Staged:
@@ -224,7 +270,8 @@ def _stage_shared(
     writer = counted.write.mode("overwrite").option("compression", compression)
     # Dictionaries cost Spark time and mostly get thrown away on high-cardinality columns;
     # the files are read once, locally (docs/performance.md).
-    writer.option("parquet.enable.dictionary", "false").parquet(area.spark_uri(target))
+    with _proleptic_dates(df.sparkSession):
+        writer.option("parquet.enable.dictionary", "false").parquet(area.spark_uri(target))
     written = _observed_rows(observation, table)
     area.pull(target)
     files = part_files(target) if target.is_dir() else []
@@ -334,7 +381,9 @@ def to_spark(
     if mode is StagingMode.SHARED:
         area.push(path)
         try:
-            frame = session.read.parquet(area.spark_uri(path))
+            # Hyper writes proleptic Gregorian dates; Spark 3.x asks how to read old ones.
+            reader = session.read.option("datetimeRebaseMode", "CORRECTED")
+            frame = reader.option("int96RebaseMode", "CORRECTED").parquet(area.spark_uri(path))
             frame.schema  # noqa: B018 -- analysis lists the path now, not at a later action
         except SPARK_ERRORS as error:
             raise StagingNotSharedError(
