@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     emulator_dir = args.data / "emulator"
     emulator_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TABLEAU_TOKEN_SECRET", secrets.token_urlsafe(24))
+    # Spark's Python workers (and Dagster's runs') are this interpreter, not PATH's python3.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     story = Story()
 
     history = [args.since + dt.timedelta(n) for n in range((HISTORY_END - args.since).days + 1)]

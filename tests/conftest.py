@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,9 @@ from hyper_assets._engine.process import HyperSettings, SharedHyper
 # of test_concurrency.py took 62 s and 53 s with neither, 49 s and 45 s with the first
 # two). Users' Spark is not affected.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", jvm_options())
+# Spark's Python workers run this interpreter, not the `python3` on PATH: PySpark refuses
+# a worker of another minor version (make test's environments run 3.11, 3.12 and 3.13).
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _parse_dagster_migrations_once() -> None:

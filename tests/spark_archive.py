@@ -42,6 +42,7 @@ def main() -> int:
     dump = f"-XX:ArchiveClassesAtExit={partial} {QUIET}"  # the classes it skips, unsaid
     os.environ["SPARK_SUBMIT_OPTS"] = f"{BASE_OPTIONS} {dump}"
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers of this Python
 
     from pyspark import SparkContext
     from pyspark.sql import Observation, SparkSession, Window, functions as F
@@ -79,7 +80,8 @@ def main() -> int:
             back, "name"
         )
         ranked.withColumn("n", F.row_number().over(Window.orderBy("id"))).collect()
-        back.toArrow()
+        if hasattr(back, "toArrow"):  # Spark 4.0+
+            back.toArrow()
         list(back.toLocalIterator())
     gateway = SparkContext._gateway
     assert gateway is not None
