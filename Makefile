@@ -128,7 +128,7 @@ test-nospark-logged: $(NOSPARK)/.installed
 	$(call logged,test-nospark)
 
 test-all: $(VENV)/spark.jsa $(CLIENT)/.installed
-	HYPER_ASSETS_THIN_CLIENT_PYTHON=$(CLIENT)/bin/python $(BIN)/pytest -n 3 $(PARALLEL)
+	HYPER_ASSETS_THIN_CLIENT_PYTHON=$(CURDIR)/$(CLIENT)/bin/python $(BIN)/pytest -n 3 $(PARALLEL)
 
 # What the suites need, at once: the environments (mostly downloads and unpacking), then
 # each Spark one's archive of Spark's classes (CPU), beside Chromium's and Azurite's installs.
@@ -161,9 +161,14 @@ test-lowest: $(LOWEST)/spark.jsa
 test-spark40: $(SPARK40)/spark.jsa
 	$(SPARK40)/bin/pytest -n 1 $(PARALLEL) -m "spark and not slow" -p no:cacheprovider
 
-# Without pyspark, tests/conftest.py does not collect the Spark modules.
+# Without pyspark: the Python frames, unit-test contexts, checks, publish and emulator
+# (but the publish's fault scenarios, as in test-lowest); tests/conftest.py would not
+# collect the Spark modules anyway.
+NOSPARK_TESTS := tests/test_without_spark.py tests/test_frames.py tests/test_unit_contexts.py \
+	tests/test_checks.py tests/test_public_api.py tests/tableau
 test-nospark: $(NOSPARK)/.installed
-	$(NOSPARK)/bin/pytest -n 1 $(PARALLEL) -m "not spark and not slow" -p no:cacheprovider
+	$(NOSPARK)/bin/pytest -n 1 $(PARALLEL) -m "not spark and not slow" -p no:cacheprovider \
+		--ignore=tests/tableau/test_publish.py $(NOSPARK_TESTS)
 
 test-fast: $(VENV)/spark.jsa
 	$(BIN)/pytest -n 2 $(PARALLEL) -m "not slow"

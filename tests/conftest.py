@@ -78,7 +78,8 @@ DEMO_MODULES = {"test_demo.py", "test_daemon.py", "test_ui.py"}
 HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None
 #: Modules that need Spark to be collected (a pyspark import, a Spark job, the demo): every
 #: test of theirs is a Spark-path test (marker `spark`), as is each test that asks for the
-#: `spark` fixture. Without pyspark they are not collected.
+#: `spark` fixture or is the `spark` case of a parametrised test. Without pyspark they are
+#: not collected.
 SPARK_MODULES = {
     "test_cluster.py",
     "test_component.py",
@@ -92,6 +93,9 @@ SPARK_MODULES = {
     "test_refusals.py",
     "test_remote_spark.py",
     "test_sensors.py",
+    "test_settings.py",
+    "test_staging.py",
+    "test_thin_client.py",
     "test_tpch.py",
     "test_types.py",
     "test_ui.py",
@@ -109,7 +113,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks the Spark-path tests `spark`, and runs the longest modules first (see
     LONGEST_FIRST)."""
     for item in items:
-        if item.path.name in SPARK_MODULES or "spark" in getattr(item, "fixturenames", ()):
+        params = item.callspec.id.split("-") if hasattr(item, "callspec") else []
+        fixtures = getattr(item, "fixturenames", ())
+        if item.path.name in SPARK_MODULES or "spark" in fixtures or "spark" in params:
             item.add_marker(pytest.mark.spark)
 
     def rank(item: pytest.Item) -> int:

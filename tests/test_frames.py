@@ -189,6 +189,7 @@ def test_streams_are_written_and_read_a_batch_at_a_time(hyper, tmp_path):
     assert len(seen["sizes"]) > 1 and max(seen["sizes"]) <= BATCH_ROWS
 
 
+@pytest.mark.spark  # asks pyspark whether a JVM started; test_without_spark.py has none
 def test_python_assets_start_no_jvm(tmp_path):
     """A pandas/Arrow pipeline runs in a process that never starts Spark's JVM."""
     script = textwrap.dedent(

@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import hyper_assets
 
 ROOT = Path(__file__).parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+@pytest.mark.spark  # HyperExtractComponent's tables are Spark assets
 def test_every_public_name_imports():
     assert hyper_assets.__all__ == sorted(hyper_assets.__all__)
     namespace: dict[str, object] = {}
@@ -69,6 +72,7 @@ def test_the_readme_lists_the_public_api():
     assert listed == set(hyper_assets.__all__), listed ^ set(hyper_assets.__all__)
 
 
+@pytest.mark.spark  # the component's
 def test_every_config_field_says_what_it_is():
     """Every field a user sets, in Python config or in the component's YAML, has the
     description that Dagster's UI, `dg` and the docs show."""

@@ -30,9 +30,9 @@ pytestmark = [
 
 def test_pyspark_client_writes_a_dimension_and_a_partitioned_fact_exactly(hyper, tmp_path):
     database = tmp_path / "thin.hyper"
-    with connect_server(tmp_path / "server") as url:
+    with connect_server(tmp_path) as url:
         done = subprocess.run(
-            [str(CLIENT), str(JOB), url, str(database)],
+            [os.path.abspath(str(CLIENT)), str(JOB), url, str(database)],
             capture_output=True,
             text=True,
             timeout=300,

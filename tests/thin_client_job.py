@@ -42,10 +42,10 @@ def stores(spark: RemoteSpark) -> DataFrame:
 
 @dg.asset(
     partitions_def=DAYS,
-    metadata={"partition_expr": "day", "foreign_keys": {"store_id": "stores"}},
+    metadata={"partition_expr": "day", "foreign_keys": {"store_id": "Extract.stores.store_id"}},
     deps=[stores],
 )
-def sales(context: dg.AssetExecutionContext, spark: RemoteSpark) -> DataFrame:
+def sales(context, spark: RemoteSpark) -> DataFrame:
     day = context.partition_key
     return spark.session.sql(
         f"SELECT DATE'{day}' AS day, (id % 3) + 1 AS store_id, "
