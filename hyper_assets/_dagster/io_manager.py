@@ -317,7 +317,7 @@ class HyperIOManager(ConfigurableIOManager):
                     arrows = is_arrow_stream(staged.files[0])
                     transfer["staged_format"] = "arrow stream" if arrows else "parquet"
             else:
-                staged = stage_arrow(stream, directory, self.staging_compression)
+                staged = stage_arrow(stream, directory, self.staging_compression, label)
                 transfer = {}
             loading = time.perf_counter()
             written = self._write(write, staged, range_counter(target, columns), guard, context.log)
