@@ -47,7 +47,13 @@ from hyper_assets._dagster.materialization import (
 )
 from hyper_assets._dagster.partitions import RANGE_ROW_COUNT, partition_window
 from hyper_assets._dagster.preflight import check_database_path, check_frame
-from hyper_assets._dagster.spec import DEFAULT_SCHEMA, TableSpec, input_columns
+from hyper_assets._dagster.spec import (
+    DEFAULT_SCHEMA,
+    TableSpec,
+    dtype_backend,
+    input_columns,
+    input_dtype_backend,
+)
 from hyper_assets._dagster.target import Partitions, Target, input_target, output_target
 from hyper_assets._engine.compaction import AutoCompact, CompactResult, compact_if_wasteful
 from hyper_assets._engine.resource import HyperResource
@@ -61,7 +67,7 @@ from hyper_assets._engine.types import (
 )
 from hyper_assets._engine.upgrade import file_for_write
 from hyper_assets._home.home import HomeSettings, HyperDatabase, check_home
-from hyper_assets._rows.frames import arrow_stream, python_loader
+from hyper_assets._rows.frames import DtypeBackend, arrow_stream, is_pandas, python_loader
 from hyper_assets._rows.geography import as_geography
 from hyper_assets._rows.ingest import Write, write_table
 from hyper_assets._rows.loading import (
@@ -164,6 +170,14 @@ class HyperIOManager(ConfigurableIOManager):
         "(Hyper reuses their space only in part); None: never, call compact() yourself.",
     )
 
+    dtype_backend: str = Field(
+        default="pyarrow",
+        description="How pandas inputs hold their columns, as pandas' dtype_backend: "
+        "'pyarrow' (pd.ArrowDtype; the default) or 'numpy_nullable' (Int64, Float64, "
+        "boolean, string, datetime64; pd.ArrowDtype where NumPy has no type: date, time, "
+        "decimal, bytes). Both keep every value; input metadata dtype_backend overrides it "
+        "for one input (docs/types.md).",
+    )
     home_settings: HomeSettings = Field(
         default_factory=HomeSettings,
         description="For an object-store database: where a run keeps its working copy, "
@@ -205,6 +219,7 @@ class HyperIOManager(ConfigurableIOManager):
         return manager
 
     def _refuse_ignored(self, check_database: bool) -> None:
+        self._dtype_backend  # noqa: B018 -- refused here, not at the first pandas input
         if self.hyper_database is None:
             if not self.database:
                 raise ConfigurationError(
@@ -234,6 +249,10 @@ class HyperIOManager(ConfigurableIOManager):
                     "channel, never through that store, so it would be ignored. Leave "
                     "staging_dir (and staging_s3) out, or use staging_mode='auto' or 'shared'."
                 )
+
+    @property
+    def _dtype_backend(self) -> DtypeBackend:
+        return dtype_backend(self.dtype_backend, "HyperIOManager(dtype_backend=...)")
 
     @property
     def staging(self) -> StagingArea:
@@ -451,7 +470,14 @@ class HyperIOManager(ConfigurableIOManager):
         target = input_target(context, self.default_schema)
         label = target.spec.label
         wanted = input_columns(context.definition_metadata, label)
-        load_python = python_loader(context.dagster_type.typing_type)
+        annotation = context.dagster_type.typing_type
+        backend = input_dtype_backend(
+            context.definition_metadata,
+            self._dtype_backend,
+            f"input {context.name!r} of {context.op_def.name!r} (loading {label})",
+            is_pandas(annotation),
+        )
+        load_python = python_loader(annotation, backend)
         if load_python is None:  # before the export: a session that cannot load it fails first
             session = active_session(label)
             mode = resolve_mode(self.staging_mode, session, self.staging, label)
@@ -460,7 +486,7 @@ class HyperIOManager(ConfigurableIOManager):
         with self.home.reading() as database:
             found = read_identity(database)
             require_same(found, recorded, self.home.uri, f"Loading {label}", defined)
-            columns = self._export(database, target, wanted, path)
+            columns = self._export(database, target, wanted, path, spark=load_python is None)
         if load_python is not None:
             return load_python(path)
         if not columns:
@@ -468,11 +494,17 @@ class HyperIOManager(ConfigurableIOManager):
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 
     def _export(
-        self, database: Path, target: Target, wanted: tuple[str, ...] | None, path: Path
+        self,
+        database: Path,
+        target: Target,
+        wanted: tuple[str, ...] | None,
+        path: Path,
+        spark: bool,
     ) -> list[Column]:
-        """Writes the `wanted` columns of the rows `target` loads to Parquet `path`; the
-        columns written. A load of no partitions (a self-dependent asset's first
-        partition) reads no rows, and of a table not there yet, no columns either."""
+        """Writes the `wanted` columns of the rows `target` loads to Parquet `path`, for
+        Spark to read or else Arrow; the columns written. A load of no partitions (a
+        self-dependent asset's first partition) reads no rows, and of a table not there
+        yet, no columns either."""
         spec = target.spec
         if target.reads_nothing and not database.exists():
             return export_no_columns(path)
@@ -481,7 +513,7 @@ class HyperIOManager(ConfigurableIOManager):
                 return export_no_columns(path)
             stored = stored_columns(connection, spec.table, self.home.database, target.who)
             columns = select_columns(stored, wanted, spec.label)
-            export_parquet(connection, spec.table, columns, target.where(stored), path)
+            export_parquet(connection, spec.table, columns, target.where(stored), path, spark)
         return columns
 
 

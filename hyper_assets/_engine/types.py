@@ -294,8 +294,9 @@ def columns_from_table(
     ]
 
 
-def export_sql(column: Column) -> str:
-    """SQL that writes a Hyper column in a form Parquet and Spark can read back."""
+def export_sql(column: Column, spark: bool) -> str:
+    """SQL that writes a Hyper column to Parquet in a form its reader (Spark, else Arrow)
+    takes back. Spark reads TIME as text (its recorded type restores it), Arrow as time."""
     ref = escape_name(column.name)
     tag = column.sql_type.tag
     if tag == TypeTag.INTERVAL:
@@ -304,7 +305,7 @@ def export_sql(column: Column) -> str:
                 f"CAST(EXTRACT(YEAR FROM {ref}) * 12 + EXTRACT(MONTH FROM {ref}) AS INT) AS {ref}"
             )
         return f"CAST(EXTRACT(EPOCH FROM {ref}) * 1000000 AS BIGINT) AS {ref}"
-    if tag in (TypeTag.TIME, TypeTag.JSON, TypeTag.TABGEOGRAPHY, TypeTag.OID):
+    if tag in (TypeTag.JSON, TypeTag.TABGEOGRAPHY, TypeTag.OID) or (spark and tag == TypeTag.TIME):
         return f"CAST({ref} AS TEXT) AS {ref}"
     return ref
 
