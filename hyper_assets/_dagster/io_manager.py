@@ -24,7 +24,13 @@ from dagster import (
     InputContext,
     OutputContext,
 )
-from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
+from pydantic import (
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from pyspark.sql import DataFrame as SparkDataFrame
 from pyspark.sql.types import StructType
 from tableauhyperapi import Connection, TableName
@@ -170,7 +176,7 @@ class HyperIOManager(ConfigurableIOManager):
         "(Hyper reuses their space only in part); None: never, call compact() yourself.",
     )
 
-    dtype_backend: str = Field(
+    dtype_backend: DtypeBackend = Field(
         default="pyarrow",
         description="How pandas inputs hold their columns, as pandas' dtype_backend: "
         "'pyarrow' (pd.ArrowDtype; the default) or 'numpy_nullable' (Int64, Float64, "
@@ -187,6 +193,11 @@ class HyperIOManager(ConfigurableIOManager):
 
     _staging: StagingArea | None = PrivateAttr(default=None)
     _home: HyperDatabase | None = PrivateAttr(default=None)
+
+    @field_validator("dtype_backend", mode="before")
+    @classmethod
+    def _known_backend(cls, value: object) -> DtypeBackend:
+        return dtype_backend(value, "HyperIOManager(dtype_backend=...)")
 
     @model_validator(mode="before")
     @classmethod
@@ -219,7 +230,6 @@ class HyperIOManager(ConfigurableIOManager):
         return manager
 
     def _refuse_ignored(self, check_database: bool) -> None:
-        self._dtype_backend  # noqa: B018 -- refused here, not at the first pandas input
         if self.hyper_database is None:
             if not self.database:
                 raise ConfigurationError(
@@ -249,10 +259,6 @@ class HyperIOManager(ConfigurableIOManager):
                     "channel, never through that store, so it would be ignored. Leave "
                     "staging_dir (and staging_s3) out, or use staging_mode='auto' or 'shared'."
                 )
-
-    @property
-    def _dtype_backend(self) -> DtypeBackend:
-        return dtype_backend(self.dtype_backend, "HyperIOManager(dtype_backend=...)")
 
     @property
     def staging(self) -> StagingArea:
@@ -473,7 +479,7 @@ class HyperIOManager(ConfigurableIOManager):
         annotation = context.dagster_type.typing_type
         backend = input_dtype_backend(
             context.definition_metadata,
-            self._dtype_backend,
+            self.dtype_backend,
             f"input {context.name!r} of {context.op_def.name!r} (loading {label})",
             is_pandas(annotation),
         )
