@@ -566,3 +566,24 @@ def test_a_time_finer_than_a_microsecond_is_refused_naming_column_and_value(tmp_
     with pytest.raises(DataError, match=message):
         materialize([ticks], resources={"io_manager": io(database)})
     assert not database.exists()
+
+
+def test_nan_stays_apart_from_null_with_the_pyarrow_backend_only(tmp_path):
+    """pandas' masked floats keep one missing value: numpy_nullable turns NaN into NA."""
+    seen = {}
+
+    @asset
+    def floats() -> pa.Table:
+        return pa.table({"row": [0, 1, 2], "x": pa.array([float("nan"), None, 1.0])})
+
+    @asset
+    def as_arrow(floats: pd.DataFrame) -> None:
+        seen["pyarrow"] = floats.sort_values("row")["x"].isna().tolist()
+
+    @asset(ins={"floats": AssetIn(metadata={"dtype_backend": "numpy_nullable"})})
+    def as_nullable(floats: pd.DataFrame) -> None:
+        seen["numpy_nullable"] = floats.sort_values("row")["x"].isna().tolist()
+
+    resources = {"io_manager": io(tmp_path / "floats.hyper")}
+    assert materialize([floats, as_arrow, as_nullable], resources=resources).success
+    assert seen == {"pyarrow": [False, True, False], "numpy_nullable": [True, True, False]}
