@@ -54,8 +54,10 @@ _parse_dagster_migrations_once()
 # worker, so its module fixtures start once, and the modules are handed out in
 # collection order. The longest go first, so that a worker that starts them does not leave
 # the others idle at the end: the demo's three (the longest under make test's load, mostly
-# waiting on dagster dev), then by each module's time alone (2026-12-01: 221 s down to 53).
+# waiting on dagster dev), then by each module's time alone (2026-12-01: 221 s down to 53;
+# pantab's port, tests/pantab/test_roundtrip.py, 371 s on 2026-12-03).
 LONGEST_FIRST = [
+    "test_roundtrip.py",
     "test_demo.py",
     "test_daemon.py",
     "test_ui.py",

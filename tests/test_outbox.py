@@ -127,7 +127,7 @@ def test_rows_the_outbox_cannot_keep_are_an_error_naming_its_file(
 def crash_after_write(io_manager: HyperIOManager, table: pa.Table, staging: Path) -> None:
     """The IO manager's steps for an append, stopping before the record's commit."""
     write_ = Write(EVENTS, columns_from_arrow(table.schema, "events", 2), "append")
-    staged = stage_arrow(table, staging, "snappy")
+    staged = stage_arrow(table, staging, "snappy", "events")
     with io_manager.hyper.connect(io_manager.database) as connection:
         outbox = Outbox(io_manager.database)
         outbox.record(connection, write_, staged)

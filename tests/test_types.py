@@ -1,4 +1,5 @@
-"""Every Spark atomic type through a .hyper file and back, with NULLs and extremes."""
+"""Every Spark atomic type through a .hyper file and back, with NULLs and extremes; the
+Arrow and pandas type tables (Python frames through the IO manager: test_frames.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tableauhyperapi import SqlType
 
 from hyper_assets import HyperIOManager, HyperResource, UnsupportedTypeError
 from hyper_assets._engine.types import columns_from_arrow, columns_from_spark
+from hyper_assets._rows.frames import pandas_dtype
 
 
 def test_every_type_round_trips_with_wall_clock_timestamps(spark, hyper, tmp_path: Path):
@@ -115,8 +117,6 @@ def test_unsupported_spark_types_name_column_type_and_fix(data_type, fix):
 
 
 def test_arrow_mapping_table():
-    import pyarrow as pa
-
     schema = pa.schema(
         [
             ("i", pa.int32()),
@@ -124,12 +124,66 @@ def test_arrow_mapping_table():
             ("tz", pa.timestamp("us", tz="Europe/Berlin")),
             ("s", pa.large_string()),
             ("d", pa.dictionary(pa.int8(), pa.string())),
+            ("polars_categorical", pa.dictionary(pa.uint32(), pa.string_view())),
+            ("polars_binary", pa.binary_view()),
+            ("d_int", pa.dictionary(pa.int32(), pa.int64())),
+            ("t_ns", pa.time64("ns")),
         ]
     )
     cols = columns_from_arrow(schema, "t", version=2)
-    assert [c.sql for c in cols] == ["INTEGER", "TIMESTAMP", "TIMESTAMPTZ", "TEXT", "TEXT"]
-    with pytest.raises(UnsupportedTypeError, match="'l'"):
-        columns_from_arrow(pa.schema([("l", pa.list_(pa.int8()))]), "t", version=2)
+    assert [c.sql for c in cols] == [
+        "INTEGER", "TIMESTAMP", "TIMESTAMPTZ", "TEXT", "TEXT", "TEXT", "BYTEA", "BIGINT", "TIME"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "nearest"),
+    [
+        (pa.float16(), "float32"),
+        (pa.uint64(), "int64 (values below 2**63) or decimal128(20, 0)"),
+        (pa.decimal256(40, 2), "decimal128(38, 2) or float64"),
+        (pa.binary(4), "binary"),
+        (pa.duration("ms"), "int64 (its microseconds"),
+        (pa.month_day_nano_interval(), "a string, or int64 columns of its months"),
+        (pa.struct([("a", pa.int8())]), "separate columns (one per field)"),
+        (pa.list_(pa.int8()), "rows (explode it), or a string of JSON"),
+        (pa.large_list(pa.string()), "rows (explode it)"),
+        (pa.map_(pa.string(), pa.int8()), "rows (explode it)"),
+        (pa.dictionary(pa.int8(), pa.float16()), "float32"),
+    ],
+)
+def test_an_unsupported_arrow_type_names_column_and_the_nearest_type_that_works(
+    arrow_type, nearest
+):
+    with pytest.raises(UnsupportedTypeError) as info:
+        columns_from_arrow(pa.schema([("bad col", arrow_type)]), "Extract.facts", version=2)
+    message = str(info.value)
+    assert message.startswith("Column 'bad col' of Extract.facts has type ")
+    assert f"Cast it first, to {nearest}" in message
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "numpy_nullable"),
+    [
+        (pa.bool_(), "boolean"),
+        (pa.int16(), "Int16"),
+        (pa.int64(), "Int64"),
+        (pa.float32(), "Float32"),
+        (pa.large_string(), "string"),
+        (pa.timestamp("us"), None),  # to_pandas' datetime64[us]: NaT is its NULL
+        (pa.timestamp("us", "UTC"), None),
+        (pa.date32(), "date32[day][pyarrow]"),
+        (pa.time64("us"), "time64[us][pyarrow]"),
+        (pa.decimal128(38, 10), "decimal128(38, 10)[pyarrow]"),
+        (pa.large_binary(), "large_binary[pyarrow]"),
+    ],
+)
+def test_pandas_dtypes_of_each_backend(arrow_type, numpy_nullable):
+    import pandas as pd
+
+    assert pandas_dtype(arrow_type, "pyarrow") == pd.ArrowDtype(arrow_type)
+    dtype = pandas_dtype(arrow_type, "numpy_nullable")
+    assert (None if dtype is None else str(dtype)) == numpy_nullable
 
 
 def test_an_arrow_null_column_is_refused_before_anything_is_written(tmp_path: Path):

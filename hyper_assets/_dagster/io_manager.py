@@ -24,12 +24,18 @@ from dagster import (
     InputContext,
     OutputContext,
 )
-from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
+from pydantic import (
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from tableauhyperapi import Connection, TableName
 
 from hyper_assets._base.env import changed, from_env
 from hyper_assets._base.optional import require
-from hyper_assets._dagster.compat import dagster_type
+from hyper_assets._dagster.compat import dagster_type, op_name
 from hyper_assets._dagster.identity import (
     WriteGuard,
     give_identity,
@@ -47,7 +53,13 @@ from hyper_assets._dagster.materialization import (
 )
 from hyper_assets._dagster.partitions import RANGE_ROW_COUNT, partition_window
 from hyper_assets._dagster.preflight import check_database_path, check_frame
-from hyper_assets._dagster.spec import DEFAULT_SCHEMA, TableSpec, input_columns
+from hyper_assets._dagster.spec import (
+    DEFAULT_SCHEMA,
+    TableSpec,
+    dtype_backend,
+    input_columns,
+    input_dtype_backend,
+)
 from hyper_assets._dagster.target import Partitions, Target, input_target, output_target
 from hyper_assets._engine.compaction import AutoCompact, CompactResult, compact_if_wasteful
 from hyper_assets._engine.resource import HyperResource
@@ -61,7 +73,13 @@ from hyper_assets._engine.types import (
 )
 from hyper_assets._engine.upgrade import file_for_write
 from hyper_assets._home.home import HomeSettings, HyperDatabase, check_home
-from hyper_assets._rows.frames import arrow_stream, is_spark_frame, python_loader
+from hyper_assets._rows.frames import (
+    DtypeBackend,
+    arrow_stream,
+    is_pandas,
+    is_spark_frame,
+    python_loader,
+)
 from hyper_assets._rows.geography import as_geography
 from hyper_assets._rows.ingest import Write, write_table
 from hyper_assets._rows.loading import (
@@ -166,6 +184,14 @@ class HyperIOManager(ConfigurableIOManager):
         "(Hyper reuses their space only in part); None: never, call compact() yourself.",
     )
 
+    dtype_backend: DtypeBackend = Field(
+        default="pyarrow",
+        description="How pandas inputs hold their columns, as pandas' dtype_backend: "
+        "'pyarrow' (pd.ArrowDtype; the default) or 'numpy_nullable' (Int64, Float64, "
+        "boolean, string, datetime64; pd.ArrowDtype where NumPy has no type: date, time, "
+        "decimal, bytes). Both keep every value; input metadata dtype_backend overrides it "
+        "for one input (docs/types.md).",
+    )
     home_settings: HomeSettings = Field(
         default_factory=HomeSettings,
         description="For an object-store database: where a run keeps its working copy, "
@@ -175,6 +201,11 @@ class HyperIOManager(ConfigurableIOManager):
 
     _staging: StagingArea | None = PrivateAttr(default=None)
     _home: HyperDatabase | None = PrivateAttr(default=None)
+
+    @field_validator("dtype_backend", mode="before")
+    @classmethod
+    def _known_backend(cls, value: object) -> DtypeBackend:
+        return dtype_backend(value, "HyperIOManager(dtype_backend=...)")
 
     @model_validator(mode="before")
     @classmethod
@@ -326,7 +357,7 @@ class HyperIOManager(ConfigurableIOManager):
                     arrows = is_arrow_stream(staged.files[0])
                     transfer["staged_format"] = "arrow stream" if arrows else "parquet"
             else:
-                staged = stage_arrow(stream, directory, self.staging_compression)
+                staged = stage_arrow(stream, directory, self.staging_compression, label)
                 transfer = {}
             loading = time.perf_counter()
             written = self._write(write, staged, range_counter(target, columns), guard, context.log)
@@ -461,7 +492,15 @@ class HyperIOManager(ConfigurableIOManager):
         label = target.spec.label
         wanted = input_columns(context.definition_metadata, label)
         typed = dagster_type(context)
-        load_python = python_loader(typed.typing_type if typed else None)
+        annotation = typed.typing_type if typed else None
+        op = op_name(context)
+        backend = input_dtype_backend(
+            context.definition_metadata,
+            self.dtype_backend,
+            f"input {context.name!r}{f' of {op!r}' if op else ''} (loading {label})",
+            is_pandas(annotation),
+        )
+        load_python = python_loader(annotation, backend)
         if load_python is None:  # before the export: a session that cannot load it fails first
             require("pyspark.sql", f"Loading {label} as a Spark DataFrame (its input's type)")
             from hyper_assets._rows.spark import active_session, restore_types
@@ -474,7 +513,7 @@ class HyperIOManager(ConfigurableIOManager):
         with self.home.reading() as database:
             found = read_identity(database)
             require_same(found, recorded, self.home.uri, f"Loading {label}", defined)
-            columns = self._export(database, target, wanted, path)
+            columns = self._export(database, target, wanted, path, spark=load_python is None)
         if load_python is not None:
             return load_python(path)
         if not columns:
@@ -484,11 +523,17 @@ class HyperIOManager(ConfigurableIOManager):
         return restore_types(to_spark(session, self.staging, path, mode, label), columns)
 
     def _export(
-        self, database: Path, target: Target, wanted: tuple[str, ...] | None, path: Path
+        self,
+        database: Path,
+        target: Target,
+        wanted: tuple[str, ...] | None,
+        path: Path,
+        spark: bool,
     ) -> list[Column]:
-        """Writes the `wanted` columns of the rows `target` loads to Parquet `path`; the
-        columns written. A load of no partitions (a self-dependent asset's first
-        partition) reads no rows, and of a table not there yet, no columns either."""
+        """Writes the `wanted` columns of the rows `target` loads to Parquet `path`, for
+        Spark to read or else Arrow; the columns written. A load of no partitions (a
+        self-dependent asset's first partition) reads no rows, and of a table not there
+        yet, no columns either."""
         spec = target.spec
         if target.reads_nothing and not database.exists():
             return export_no_columns(path)
@@ -497,7 +542,7 @@ class HyperIOManager(ConfigurableIOManager):
                 return export_no_columns(path)
             stored = stored_columns(connection, spec.table, self.home.database, target.who)
             columns = select_columns(stored, wanted, spec.label)
-            export_parquet(connection, spec.table, columns, target.where(stored), path)
+            export_parquet(connection, spec.table, columns, target.where(stored), path, spark)
         return columns
 
 

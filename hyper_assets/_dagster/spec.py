@@ -13,6 +13,7 @@ from typing import Any
 from tableauhyperapi import TableName
 
 from hyper_assets._engine.tables import Keys, parse_foreign_keys, table_label
+from hyper_assets._rows.frames import DTYPE_BACKENDS, DtypeBackend
 from hyper_assets._rows.modes import DECLARED_MODES, WriteMode
 from hyper_assets.errors import ConfigurationError
 
@@ -145,3 +146,32 @@ def input_columns(metadata: Mapping[str, Any] | None, label: str) -> tuple[str, 
             f"Input metadata columns for {label} must be a list of column names, got {wanted!r}."
         )
     return tuple(wanted)
+
+
+def dtype_backend(value: object, setting: str) -> DtypeBackend:
+    """`value` of `setting` (named as the user writes it) as a pandas dtype_backend."""
+    for backend in DTYPE_BACKENDS:
+        if value == backend:
+            return backend
+    allowed = " or ".join(repr(b) for b in DTYPE_BACKENDS)
+    raise ConfigurationError(
+        f"{setting} is {value!r}; use {allowed} (pandas' dtype_backend: how a pandas input "
+        "holds its columns, docs/types.md), or leave it out for 'pyarrow'."
+    )
+
+
+def input_dtype_backend(
+    metadata: Mapping[str, Any] | None, default: DtypeBackend, subject: str, pandas: bool
+) -> DtypeBackend:
+    """The dtype_backend of `subject`, an input (pandas if `pandas`): its metadata's
+    (`AssetIn(metadata={"dtype_backend": ...})`), else the IO manager's `default`."""
+    if "dtype_backend" not in (metadata or {}):
+        return default
+    setting = f"Input metadata dtype_backend of {subject}"
+    backend = dtype_backend((metadata or {})["dtype_backend"], setting)
+    if not pandas:
+        raise ConfigurationError(
+            f"{setting} is {backend!r}, but the input is not annotated pandas.DataFrame, so "
+            "it would be ignored: remove it, or annotate the input pandas.DataFrame."
+        )
+    return backend

@@ -221,17 +221,19 @@ _ARROW_PLAIN: dict[pa.DataType, SqlType] = {
     pa.string_view(): SqlType.text(),
     pa.binary(): SqlType.bytes(),
     pa.large_binary(): SqlType.bytes(),
+    pa.binary_view(): SqlType.bytes(),
     pa.date32(): SqlType.date(),
     pa.date64(): SqlType.date(),
     pa.time32("s"): SqlType.time(),
     pa.time32("ms"): SqlType.time(),
     pa.time64("us"): SqlType.time(),
+    pa.time64("ns"): SqlType.time(),  # staged as microseconds: finer values are refused
 }
 
 
 def _arrow_column(field: pa.Field, table: str, version: int, cap: int) -> Column:
     t = field.type
-    if pa.types.is_dictionary(t):
+    if pa.types.is_dictionary(t):  # any index type: staging writes its values
         t = t.value_type
     if t in _ARROW_PLAIN:
         return Column(field.name, _ARROW_PLAIN[t], field.nullable)
@@ -251,13 +253,28 @@ def _arrow_column(field: pa.Field, table: str, version: int, cap: int) -> Column
     if pa.types.is_decimal(t) and t.precision <= 38:
         sql_type = _decimal(table, field.name, t.precision, t.scale, cap, str(t))
         return Column(field.name, sql_type, field.nullable)
-    raise _unsupported(
-        table,
-        field.name,
-        str(t),
-        "Cast it first (float16 to float32, time64[ns] to time64[us], lists and structs "
-        "to strings).",
-    )
+    raise _unsupported(table, field.name, str(t), f"Cast it first, to {nearest_arrow_type(t)}.")
+
+
+def nearest_arrow_type(t: pa.DataType) -> str:
+    """The Arrow type nearest to `t` that a .hyper table stores, for `t` that it cannot."""
+    if pa.types.is_float16(t):
+        return "float32"
+    if pa.types.is_uint64(t):
+        return "int64 (values below 2**63) or decimal128(20, 0)"
+    if pa.types.is_decimal(t):  # more than 38 digits
+        return f"decimal128(38, {min(t.scale, 38)}) or float64"
+    if pa.types.is_fixed_size_binary(t):
+        return "binary"
+    if pa.types.is_duration(t):
+        return "int64 (its microseconds: .cast(pa.duration('us')).cast(pa.int64()))"
+    if pa.types.is_interval(t):
+        return "a string, or int64 columns of its months, days and nanoseconds"
+    if pa.types.is_struct(t):
+        return "separate columns (one per field), or a string of JSON"
+    if pa.types.is_nested(t):  # lists, maps, unions
+        return "rows (explode it), or a string of JSON"
+    return "string"
 
 
 def needed_version(columns: Sequence[Column]) -> int:
@@ -288,8 +305,9 @@ def columns_from_table(
     ]
 
 
-def export_sql(column: Column) -> str:
-    """SQL that writes a Hyper column in a form Parquet and Spark can read back."""
+def export_sql(column: Column, spark: bool) -> str:
+    """SQL that writes a Hyper column to Parquet in a form its reader (Spark, else Arrow)
+    takes back. Spark reads TIME as text (its recorded type restores it), Arrow as time."""
     ref = escape_name(column.name)
     tag = column.sql_type.tag
     if tag == TypeTag.INTERVAL:
@@ -298,7 +316,7 @@ def export_sql(column: Column) -> str:
                 f"CAST(EXTRACT(YEAR FROM {ref}) * 12 + EXTRACT(MONTH FROM {ref}) AS INT) AS {ref}"
             )
         return f"CAST(EXTRACT(EPOCH FROM {ref}) * 1000000 AS BIGINT) AS {ref}"
-    if tag in (TypeTag.TIME, TypeTag.JSON, TypeTag.TABGEOGRAPHY, TypeTag.OID):
+    if tag in (TypeTag.JSON, TypeTag.TABGEOGRAPHY, TypeTag.OID) or (spark and tag == TypeTag.TIME):
         return f"CAST({ref} AS TEXT) AS {ref}"
     return ref
 

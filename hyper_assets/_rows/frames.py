@@ -7,14 +7,17 @@ frame's unnamed index (which pandas exports as a column `__index_level_0__` unle
 a plain range) is left out: it is row order, not data; a named index is stored.
 
 In: the table's rows, exported by Hyper to one Parquet file, become the type the input's
-annotation names. pandas and polars are imported only when an annotation names them.
+annotation names, every value as it was stored (docs/types.md has the table of types).
+pandas and polars are imported only when an annotation names them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
+from typing import Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,6 +59,21 @@ def _unnamed_pandas_index(schema: pa.Schema) -> set[str]:
     }
 
 
+def loaded_type(exported: pa.DataType) -> pa.DataType:
+    """The Arrow type a Python input gets for a column Hyper exported as `exported`: text
+    and bytes as their large kind (what pantab, the reference for frames and Hyper,
+    returns, and what polars holds), the rest as Hyper exported it."""
+    if pa.types.is_string(exported):
+        return pa.large_string()
+    if pa.types.is_binary(exported):
+        return pa.large_binary()
+    return exported
+
+
+def _loaded_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(loaded_type(f.type)) for f in schema])
+
+
 def _batches(path: Path) -> pa.RecordBatchReader:
     """The file's rows, read one row group at a time as the consumer asks for them.
 
@@ -63,26 +81,62 @@ def _batches(path: Path) -> pa.RecordBatchReader:
     allocations grew with the file (77 MB at the end of 6M rows, against 11 MB here).
     """
     parquet = pq.ParquetFile(path)
+    schema = _loaded_schema(parquet.schema_arrow)
 
     def read() -> Iterator[pa.RecordBatch]:
         with parquet:
             for group in range(parquet.num_row_groups):
-                yield from parquet.read_row_group(group).to_batches(max_chunksize=BATCH_ROWS)
+                rows = parquet.read_row_group(group).cast(schema)
+                yield from rows.to_batches(max_chunksize=BATCH_ROWS)
 
-    return pa.RecordBatchReader.from_batches(parquet.schema_arrow, read())
+    return pa.RecordBatchReader.from_batches(schema, read())
 
 
 def _table(path: Path) -> pa.Table:
     """The file's rows as one table, read row group by row group (`pq.read_table` peaked
     at 2.2x the table's size on 6M rows, this at 1.7x)."""
     with pq.ParquetFile(path) as parquet:
-        groups = [parquet.read_row_group(g) for g in range(parquet.num_row_groups)]
-        return pa.concat_tables(groups) if groups else parquet.schema_arrow.empty_table()
+        schema = _loaded_schema(parquet.schema_arrow)
+        groups = [parquet.read_row_group(g).cast(schema) for g in range(parquet.num_row_groups)]
+        return pa.concat_tables(groups) if groups else schema.empty_table()
 
 
-def _pandas(path: Path) -> object:
+#: pandas' `dtype_backend` (as in `pandas.read_parquet`): how a pandas input holds its
+#: columns. NumPy's own dtypes, pandas' default, are not offered: they lose integers
+#: with NULLs to float64, and dates, decimals and bytes to object.
+DtypeBackend = Literal["pyarrow", "numpy_nullable"]
+DTYPE_BACKENDS: tuple[DtypeBackend, ...] = get_args(DtypeBackend)
+
+
+def pandas_dtype(t: pa.DataType, backend: DtypeBackend) -> object:
+    """The pandas dtype of a loaded Arrow column of type `t` (a `types_mapper`):
+    `pd.ArrowDtype(t)` for "pyarrow"; for "numpy_nullable" pandas' masked dtypes where
+    they exist (Int*, Float*, boolean, string), NumPy's datetime64 for timestamps (NaT is
+    their NULL), and `pd.ArrowDtype` for the types NumPy has none for (date, time,
+    decimal, bytes) rather than object."""
+    import pandas as pd
+
+    if backend == "numpy_nullable" and pa.types.is_timestamp(t):
+        return None  # to_pandas' own: datetime64[us], with the time zone of TIMESTAMPTZ
+    masked = {
+        pa.bool_(): pd.BooleanDtype(),
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.float32(): pd.Float32Dtype(),
+        pa.float64(): pd.Float64Dtype(),
+        pa.large_string(): pd.StringDtype(),
+    }
+    if backend == "numpy_nullable" and t in masked:
+        return masked[t]
+    return pd.ArrowDtype(t)
+
+
+def _pandas(path: Path, backend: DtypeBackend) -> object:
     # self_destruct frees each Arrow column once converted.
-    return _table(path).to_pandas(self_destruct=True, split_blocks=True)
+    return _table(path).to_pandas(
+        self_destruct=True, split_blocks=True, types_mapper=partial(pandas_dtype, backend=backend)
+    )
 
 
 def _polars(path: Path) -> object:
@@ -101,16 +155,30 @@ def _polars_lazy(path: Path) -> object:
 _LOADERS: dict[tuple[str, str], Callable[[Path], object]] = {
     ("pyarrow", "Table"): _table,
     ("pyarrow", "RecordBatchReader"): _batches,
-    ("pandas", "DataFrame"): _pandas,
     ("polars", "DataFrame"): _polars,
     ("polars", "LazyFrame"): _polars_lazy,
 }
 
+_PANDAS = ("pandas", "DataFrame")
 
-def python_loader(annotation: object) -> Callable[[Path], object] | None:
-    """How to load an input annotated `annotation` from the exported Parquet file; None
-    for anything else (a Spark DataFrame, or no annotation)."""
+
+def _named(annotation: object) -> tuple[str, str] | None:
     if not isinstance(annotation, type):
         return None
-    package = annotation.__module__.partition(".")[0]
-    return _LOADERS.get((package, annotation.__name__))
+    return annotation.__module__.partition(".")[0], annotation.__name__
+
+
+def is_pandas(annotation: object) -> bool:
+    return _named(annotation) == _PANDAS
+
+
+def python_loader(
+    annotation: object, dtype_backend: DtypeBackend
+) -> Callable[[Path], object] | None:
+    """How to load an input annotated `annotation` from the exported Parquet file (a
+    pandas frame with `dtype_backend`); None for anything else (a Spark DataFrame, or no
+    annotation)."""
+    named = _named(annotation)
+    if named == _PANDAS:
+        return partial(_pandas, backend=dtype_backend)
+    return _LOADERS.get(named) if named else None

@@ -50,10 +50,11 @@ def export_parquet(
     columns: list[Column],
     where: str | None,
     path: Path,
+    spark: bool,
 ) -> None:
     """Writes `columns` of the rows matching SQL `where` (all rows without it) to Parquet
-    `path`."""
-    select = ", ".join(export_sql(c) for c in columns)
+    `path`, for Spark to read, or else Arrow (`export_sql`)."""
+    select = ", ".join(export_sql(c, spark) for c in columns)
     query = f"SELECT {select} FROM {table}" + (f" WHERE {where}" if where else "")
     connection.execute_command(
         f"COPY ({query}) TO {escape_string_literal(str(path))} WITH (FORMAT => 'parquet')"

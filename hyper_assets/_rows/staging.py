@@ -29,12 +29,13 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from hyper_assets._base.env import plain
 from hyper_assets._base.store_settings import S3Settings, checked_endpoint
-from hyper_assets.errors import ConfigurationError, StagingStoreError
+from hyper_assets.errors import ConfigurationError, DataError, StagingStoreError
 
 
 class StagingMode(StrEnum):
@@ -310,28 +311,65 @@ class Staged:
     rows: int
 
 
-def stage_arrow(rows: pa.Table | pa.RecordBatchReader, directory: Path, compression: str) -> Staged:
-    """Writes Arrow rows as one Parquet file, a batch at a time (a stream is read once)."""
+def stage_arrow(
+    rows: pa.Table | pa.RecordBatchReader, directory: Path, compression: str, table: str
+) -> Staged:
+    """Writes Arrow rows of `table` as one Parquet file, a batch at a time (a stream is
+    read once)."""
     path = directory / "part-0.parquet"
     reader = rows.to_reader() if isinstance(rows, pa.Table) else rows
-    schema = pa.schema([f.with_type(_without_views(f.type)) for f in reader.schema])
+    schema = pa.schema([f.with_type(_parquet_type(f.type)) for f in reader.schema])
     count = 0
     with pq.ParquetWriter(path, schema, compression=compression) as writer:
         for batch in reader:
-            if batch.schema != schema:  # polars' string_view: pyarrow < 19 cannot write it
-                batch = batch.cast(schema)
+            if batch.schema != schema:
+                columns = [
+                    _as_type(column, field, table)
+                    for column, field in zip(batch.columns, schema, strict=True)
+                ]
+                batch = pa.RecordBatch.from_arrays(columns, schema=schema)
             writer.write_batch(batch)
             count += batch.num_rows
     return Staged((path,), count)
 
 
-def _without_views(t: pa.DataType) -> pa.DataType:
-    """`t` with its view types as their plain kind (Parquet stores them alike)."""
-    if t == pa.string_view():
+def _parquet_type(t: pa.DataType) -> pa.DataType:
+    """`t` as it is staged: view types as their large kind (Parquet stores them alike, and
+    pyarrow < 19 cannot write views), times as time64[us] (Hyper reads no TIME(MILLIS)),
+    nanosecond timestamps as microseconds (Hyper's), and a dictionary's values likewise."""
+    if pa.types.is_dictionary(t):
+        return pa.dictionary(t.index_type, _parquet_type(t.value_type), t.ordered)
+    if pa.types.is_string_view(t):
         return pa.large_string()
-    if t == pa.binary_view():
+    if pa.types.is_binary_view(t):
         return pa.large_binary()
+    if pa.types.is_time(t):
+        return pa.time64("us")
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", t.tz)
     return t
+
+
+def _as_type(array: pa.Array, field: pa.Field, table: str) -> pa.Array:
+    """`array` cast to its staged type, `field`'s. A dictionary's values are cast on their
+    own: Arrow casts no dictionary of views (polars' Categorical is dictionary<string_view>).
+    A value finer than a microsecond is a `DataError`: Hyper would drop its nanoseconds."""
+    t = field.type
+    if pa.types.is_dictionary(t):
+        return pa.DictionaryArray.from_arrays(
+            array.indices, array.dictionary.cast(t.value_type), ordered=t.ordered
+        )
+    try:
+        return array.cast(t)
+    except pa.ArrowInvalid as error:
+        fine = pc.not_equal(array.cast(t, safe=False).cast(array.type), array)
+        value = array.filter(fine)[0]
+        raise DataError(
+            f"Column {field.name!r} of {table} holds {value}, finer than the microseconds a "
+            ".hyper table keeps. Round the column to microseconds first (pandas: "
+            '.dt.floor("us"); polars: .dt.truncate("1us"); Arrow: pc.floor_temporal(a, '
+            'unit="microsecond")).'
+        ) from error
 
 
 def _stream_readable(t: pa.DataType) -> bool:
