@@ -9,7 +9,8 @@ name loses only what the fallback says, never a row (tests/test_dagster_compat.p
 fails the day a name moves, so that it is seen).
 
 - `step`: the step of an IO manager's context (`OutputContext.step_context`).
-- `op_name`: the op of an output or input, when the context has one.
+- `op_name`, `input_name`: the op of an output or input, and the input's name, when the
+  context has them.
 - `dagster_type`: an output's or input's Dagster type, None when the context was built
   without one (an input then loads as an unannotated one does).
 - `instance`: the run's instance; None outside a run. Without it the write guard has no
@@ -60,6 +61,14 @@ def op_name(context: dg.OutputContext | dg.InputContext) -> str | None:
     """The name of the op of `context`, or None when the context was built without one."""
     try:
         return context.op_def.name
+    except _NOT_GIVEN:
+        return None
+
+
+def input_name(context: dg.InputContext) -> str | None:
+    """The name of the input of `context`, or None when the context was built without one."""
+    try:
+        return context.name
     except _NOT_GIVEN:
         return None
 

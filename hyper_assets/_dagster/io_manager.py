@@ -35,7 +35,7 @@ from tableauhyperapi import Connection, TableName
 
 from hyper_assets._base.env import changed, from_env
 from hyper_assets._base.optional import require
-from hyper_assets._dagster.compat import dagster_type, op_name
+from hyper_assets._dagster.compat import dagster_type, input_name, op_name
 from hyper_assets._dagster.identity import (
     WriteGuard,
     give_identity,
@@ -493,11 +493,11 @@ class HyperIOManager(ConfigurableIOManager):
         wanted = input_columns(context.definition_metadata, label)
         typed = dagster_type(context)
         annotation = typed.typing_type if typed else None
-        op = op_name(context)
+        name, op = input_name(context), op_name(context)
         backend = input_dtype_backend(
             context.definition_metadata,
             self.dtype_backend,
-            f"input {context.name!r}{f' of {op!r}' if op else ''} (loading {label})",
+            f"input {name!r}{f' of {op!r}' if op else ''} (loading {label})",
             is_pandas(annotation),
         )
         load_python = python_loader(annotation, backend)
