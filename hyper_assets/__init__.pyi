@@ -70,6 +70,8 @@ from .errors import (
     IngestError as IngestError,
     InvalidGeographyError as InvalidGeographyError,
     LeaseLostError as LeaseLostError,
+    MetadataKeyError as MetadataKeyError,
+    MetadataValueError as MetadataValueError,
     NullInNotNullColumnError as NullInNotNullColumnError,
     OutputError as OutputError,
     PayloadFileError as PayloadFileError,

@@ -5,6 +5,8 @@ Each message names the table, column or field at fault and says how to fix it.
 HyperAssetsError
 ├── ConfigurationError              asset metadata or resource config that cannot work
 │   ├── ComponentSpecError          a defs.yaml field of the component
+│   ├── MetadataKeyError            a metadata key misspelling one the library reads
+│   ├── MetadataValueError          a metadata value not of its key's shape
 │   ├── OutputError                 an output that cannot be a table: None, no columns, no frame
 │   ├── StagingNotSharedError       Spark staged where this process cannot read
 │   └── UnsupportedHomeError        a database URI whose store this library cannot serve
@@ -146,6 +148,26 @@ class ComponentSpecError(ConfigurationError):
     def __init__(self, field: str, problem: str):
         super().__init__(f"{field}: {problem}. Fix it in defs.yaml.")
         self.field = field
+
+
+class MetadataKeyError(ConfigurationError):
+    """A metadata key that is not one the library reads but close to one (`foreign_key`
+    for `foreign_keys`): ignored, it would drop a key, a check or a write mode without a
+    word. `key` is the one given, `meant` the one it is close to."""
+
+    def __init__(self, message: str, *, key: str, meant: str):
+        super().__init__(message)
+        self.key = key
+        self.meant = meant
+
+
+class MetadataValueError(ConfigurationError):
+    """A metadata value not of the shape its key takes; the message names the key, the
+    asset and the shape (docs/metadata.md lists them)."""
+
+    def __init__(self, message: str, *, key: str):
+        super().__init__(message)
+        self.key = key
 
 
 class OutputError(ConfigurationError):

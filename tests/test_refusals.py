@@ -23,7 +23,12 @@ from dagster import (
 from pyspark.sql import DataFrame, SparkSession
 from tableauhyperapi import Date, TableName
 
-from hyper_assets import ConfigurationError, HyperIOManager, SchemaMismatchError
+from hyper_assets import (
+    ConfigurationError,
+    HyperIOManager,
+    MetadataKeyError,
+    SchemaMismatchError,
+)
 from hyper_assets._engine.tables import Catalog, ForeignKey, Keys
 from hyper_assets._rows.outbox import Outbox
 
@@ -104,6 +109,21 @@ def test_a_metadata_mistake_fails_before_spark_runs(
     assert f"Asset {table!r}:" in str(refused.value)
     if mistake != "upsert without a key":
         assert "its columns: id, day, store_id" in str(refused.value)
+    assert spark_jobs(spark) == jobs  # nothing staged: Spark ran no job
+    assert digest(database) == before
+
+
+def test_a_misspelt_key_fails_before_spark_runs(spark: SparkSession, database: Path) -> None:
+    """`foreign_key` for `foreign_keys` would drop the key, its check and its column role."""
+    before, jobs = digest(database), spark_jobs(spark)
+    typo = {"foreign_key": {"store_id": "Extract.stores.store_id"}}
+    with pytest.raises(MetadataKeyError, match=r"did you mean 'foreign_keys'") as refused:
+        materialize(
+            [sales_asset(spark, **typo)],
+            resources={"io_manager": HyperIOManager(database=str(database))},
+            partition_key="2024-01-03",
+        )
+    assert str(refused.value).startswith("Metadata key 'foreign_key' of asset 'sales' is not")
     assert spark_jobs(spark) == jobs  # nothing staged: Spark ran no job
     assert digest(database) == before
 

@@ -82,8 +82,8 @@ def output_target(context: OutputContext, default_schema: str) -> Target:
             keys = tuple(context.asset_partition_keys)
             partitions = Partitions(context.asset_partitions_def, keys)
         return Target(spec, key, f"asset {key.to_user_string()!r}", partitions)
-    spec = TableSpec.parse([context.name], context.definition_metadata, default_schema)
     who = f"output {context.name!r} of op {context.op_def.name!r}"
+    spec = TableSpec.parse([context.name], context.definition_metadata, default_schema, who)
     return Target(spec, None, who, _run_partitions(context, spec))
 
 
@@ -100,8 +100,8 @@ def input_target(context: InputContext, default_schema: str) -> Target:
             partitions = Partitions(context.asset_partitions_def, keys)
         return Target(spec, key, f"asset {key.to_user_string()!r}", partitions)
     assert upstream is not None  # an op's input without an asset is another op's output
-    spec = TableSpec.parse([upstream.name], metadata, default_schema)
     who = f"output {upstream.name!r} of op {upstream.op_def.name!r}"
+    spec = TableSpec.parse([upstream.name], metadata, default_schema, who)
     return Target(spec, None, who, _run_partitions(context, spec))
 
 

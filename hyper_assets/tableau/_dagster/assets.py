@@ -221,7 +221,9 @@ def _refuse(field: str, datasource: str, value: object, strings: str) -> Configu
 def _dep_metadata(
     deps: Sequence[AssetRef], datasource: str
 ) -> dict[dg.AssetKey, Mapping[str, Any]]:
-    """Each dependency's key and, for an asset's definition or spec, its definition metadata."""
+    """Each dependency's key and, for an asset's definition or spec, its definition
+    metadata, checked (`TableSpec.parse`: a misspelt key is refused when the definitions
+    load, not ignored until a publish refuses the tree)."""
     found: dict[dg.AssetKey, Mapping[str, Any]] = {}
     for dep in deps:
         assets = _assets(dep)
@@ -229,6 +231,8 @@ def _dep_metadata(
             if not isinstance(dep, str):
                 raise _refuse("deps", datasource, dep, 'the names of assets ("flights")')
             assets = {dg.AssetKey(dep): {}}
+        for key, metadata in assets.items():
+            TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA)
         found.update(assets)
     return found
 
@@ -264,6 +268,8 @@ def _held_tables(
                         f"{key.to_user_string()!r}, which is not in its deps; add it to deps=."
                     )
                 metadata = metadata or deps[key]
+            else:  # an op's tables, in no deps: checked here
+                TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA)
             held.append((key, metadata))
     return held
 
