@@ -811,7 +811,7 @@ def test_publish_takes_a_list_of_data_sources_each_holding_its_tables() -> None:
         "| Extract.fact | fact | |",
         "| Extract.dim | dimension | Extract.fact.d -> Extract.dim.d |",
     ]
-    assert metadata["all_tables"]["data_model"].value.startswith("Not publishable: ")
+    assert metadata["all_tables"]["data_model"].value.startswith("Would refuse: ")
     assert isinstance(defs.resources["tableau"], TableauServerResource)
 
 
