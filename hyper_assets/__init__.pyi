@@ -69,6 +69,7 @@ from .errors import (
     HyperStartError as HyperStartError,
     IngestError as IngestError,
     InvalidGeographyError as InvalidGeographyError,
+    KeyTypeError as KeyTypeError,
     LeaseLostError as LeaseLostError,
     MetadataKeyError as MetadataKeyError,
     MetadataValueError as MetadataValueError,

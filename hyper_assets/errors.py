@@ -13,6 +13,7 @@ HyperAssetsError
 ├── UnsupportedTypeError            a column type a .hyper table cannot store
 │   └── DatabaseVersionError        a column needing a file version above max_database_version
 ├── SchemaMismatchError             rows that do not fit the stored table
+│   └── KeyTypeError                a key column's type its foreign keys cannot be compared with
 ├── DataError                       rows whose values break the table's rules
 │   ├── NullInNotNullColumnError
 │   ├── PrimaryKeyError             an upsert's rows with NULL or repeated keys
@@ -85,6 +86,17 @@ class DatabaseVersionError(UnsupportedTypeError):
 
 class SchemaMismatchError(HyperAssetsError):
     """Rows to append or to replace a partition with differ from the stored table."""
+
+
+class KeyTypeError(SchemaMismatchError):
+    """A key column typed so that a foreign key between it and another table's cannot hold
+    (Hyper compares keys only within a family of types: numbers; text; dates and times):
+    a dimension's key retyped under the keys referencing it, or a foreign key column of a
+    type its referenced key is not. `column` is the column at fault; nothing was written."""
+
+    def __init__(self, message: str, *, column: str):
+        super().__init__(message)
+        self.column = column
 
 
 class DataError(HyperAssetsError):
