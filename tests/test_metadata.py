@@ -20,7 +20,7 @@ from hyper_assets import (
     build_publish_op,
     tableau_datasource_asset,
 )
-from hyper_assets._dagster.metadata_keys import INPUT_KEYS, TABLE_KEYS, misspelt
+from hyper_assets._dagster.metadata_keys import INPUT_KEYS, PUBLISH_KEYS, TABLE_KEYS, misspelt
 
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-02-01")
 
@@ -266,4 +266,4 @@ def test_the_docs_list_every_key_with_its_shape():
     """docs/metadata.md lists each key the library reads, once."""
     text = (Path(__file__).parent.parent / "docs" / "metadata.md").read_text()
     rows = re.findall(r"^\| `([^`]+)` \|", text, flags=re.MULTILINE)
-    assert sorted(rows) == sorted([*TABLE_KEYS, *INPUT_KEYS])
+    assert sorted(rows) == sorted([*TABLE_KEYS, *INPUT_KEYS, *PUBLISH_KEYS])

@@ -43,6 +43,13 @@ INPUT_KEYS: Mapping[str, str] = {
     "columns": 'a list of column names, e.g. ["carrier", "name"]: the columns the input loads',
 }
 
+#: A publish asset's metadata, which `tableau_datasource_asset` writes itself and
+#: `tableau_translator` and `quality_warning_sensor` read back; never the user's to give.
+PUBLISH_KEYS: Mapping[str, str] = {
+    "datasource": "the data source's name on the server",
+    "project": "the project it is published to, as given",
+}
+
 #: How close (difflib's ratio, after folding case and `-` or spaces to `_`) a key must be
 #: to one of ours to be taken for a misspelling of it: `foreign_key`, `primary_keys`,
 #: `partition_exp`, `write-mode`, `partition_expression`, `tabel` are; `label`,

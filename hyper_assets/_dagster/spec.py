@@ -56,9 +56,9 @@ class TableSpec:
         """`[..., schema, table]` -> "schema"."table"; one part -> `default_schema`.
 
         Metadata `schema` and `table` override the key, for names Dagster keys cannot
-        hold; every key of `TABLE_KEYS` is checked for its shape, and a key misspelling
-        one of them is refused (`hyper_assets._dagster.metadata_keys`). `who` names the
-        asset (or op output) in errors; default: the asset of `key_path`.
+        hold; each key read here is checked for its shape (as `TABLE_KEYS` states it),
+        and a key misspelling one of them is refused (`hyper_assets._dagster.metadata_keys`).
+        `who` names the asset (or op output) in errors; default: the asset of `key_path`.
         """
         metadata = metadata or {}
         who = who or f"asset {'/'.join(key_path)!r}"
