@@ -399,3 +399,14 @@ def test_the_write_refuses_a_retyped_key_again_under_the_lock(keyed: Path) -> No
         write_table(connection, write, Staged((), 0), PendingKeys(keyed))
     io_manager.hyper.close()
     assert digest(keyed) == before
+
+
+def test_the_key_check_before_staging_waits_for_no_writer(keyed: Path) -> None:
+    """While another writer holds the file, the check is left to the write (under the
+    lock), so that this step's Spark work does not wait for that writer's turn."""
+    io_manager = HyperIOManager(database=str(keyed))
+    with io_manager.hyper.lock(keyed), io_manager.hyper.connect_if_free(keyed) as connection:
+        assert connection is None
+    with io_manager.hyper.connect_if_free(keyed) as connection:
+        assert connection is not None and Catalog(connection).exists(TableName("Extract", "sales"))
+    io_manager.hyper.close()

@@ -63,19 +63,23 @@ def check_frame(target: Target, columns: Sequence[Column]) -> None:
 def check_key_types(hyper: HyperResource, database: Path, write: Write) -> None:
     """A write to a local file whose key columns' types would break a foreign key between
     its table and another (`hyper_assets._engine.key_types`) is refused from the stored
-    tables' types and the frame's schema, before anything is staged; the write judges it
-    again under the file's lock, and notes a key retyped within its family."""
-    if not database.exists():
+    tables' types and the frame's schema, before anything is staged. The write judges it
+    again under the file's lock (and notes a key retyped within its family), so this
+    check is skipped when it would wait: for a write declaring no key (only a primary key
+    is referenced), and while another writer holds the file, whose Spark work would
+    otherwise wait for that writer's turn."""
+    if not database.exists() or not (write.keys.primary_key or write.keys.foreign_keys):
         return
-    with hyper.connect(database, create=False) as connection:
-        replaces = write.mode in (WriteMode.REPLACE, WriteMode.PARTITION)
-        key_types.check(
-            Catalog(connection),
-            write.table,
-            write.columns,
-            write.keys.foreign_keys,
-            replaces=replaces,
-        )
+    with hyper.connect_if_free(database) as connection:
+        if connection is not None:
+            replaces = write.mode in (WriteMode.REPLACE, WriteMode.PARTITION)
+            key_types.check(
+                Catalog(connection),
+                write.table,
+                write.columns,
+                write.keys.foreign_keys,
+                replaces=replaces,
+            )
 
 
 def check_database_path(database: str | Path) -> None:
