@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from tableauhyperapi import SqlType, TableName, TypeTag
 
-from hyper_assets._engine.sql import table_label
+from hyper_assets._engine.sql import NEW_SUFFIX, OLD_SUFFIX, table_label
 from hyper_assets._engine.tables import Catalog, ForeignKey
 from hyper_assets._engine.types import Column, sql_name
 from hyper_assets.errors import KeyTypeError
@@ -205,6 +205,8 @@ def check(
         return []
     referencing = []
     for other in catalog.referencing_tables(table):
+        if other.name.unescaped.endswith((NEW_SUFFIX, OLD_SUFFIX)):
+            continue  # a crashed swap's table, which the write drops first
         types = {c.name: c.sql_type for c in catalog.columns(other)}
         for fk in catalog.keys(other).foreign_keys:
             if fk.ref_table == table:
