@@ -5,6 +5,8 @@ Each message names the table, column or field at fault and says how to fix it.
 HyperAssetsError
 ├── ConfigurationError              asset metadata or resource config that cannot work
 │   ├── ComponentSpecError          a defs.yaml field of the component
+│   ├── MetadataKeyError            a metadata key misspelling one the library reads
+│   ├── MetadataValueError          a metadata value not of its key's shape
 │   ├── MissingDependencyError      an optional package (pyspark...) needed and not importable
 │   ├── OutputError                 an output that cannot be a table: None, no columns, no frame
 │   ├── StagingNotSharedError       Spark staged where this process cannot read
@@ -12,6 +14,7 @@ HyperAssetsError
 ├── UnsupportedTypeError            a column type a .hyper table cannot store
 │   └── DatabaseVersionError        a column needing a file version above max_database_version
 ├── SchemaMismatchError             rows that do not fit the stored table
+│   └── KeyTypeError                a key column's type its foreign keys cannot be compared with
 ├── DataError                       rows whose values break the table's rules
 │   ├── NullInNotNullColumnError
 │   ├── PrimaryKeyError             an upsert's rows with NULL or repeated keys
@@ -86,6 +89,17 @@ class SchemaMismatchError(HyperAssetsError):
     """Rows to append or to replace a partition with differ from the stored table."""
 
 
+class KeyTypeError(SchemaMismatchError):
+    """A key column typed so that a foreign key between it and another table's cannot hold
+    (Hyper compares keys only within a family of types: numbers; text; dates and times):
+    a dimension's key retyped under the keys referencing it, or a foreign key column of a
+    type its referenced key is not. `column` is the column at fault; nothing was written."""
+
+    def __init__(self, message: str, *, column: str):
+        super().__init__(message)
+        self.column = column
+
+
 class DataError(HyperAssetsError):
     """Rows whose values break the table's rules; fix the data, not the definition."""
 
@@ -152,6 +166,26 @@ class ComponentSpecError(ConfigurationError):
     def __init__(self, field: str, problem: str):
         super().__init__(f"{field}: {problem}. Fix it in defs.yaml.")
         self.field = field
+
+
+class MetadataKeyError(ConfigurationError):
+    """A metadata key that is not one the library reads but close to one (`foreign_key`
+    for `foreign_keys`): ignored, it would drop a key, a check or a write mode without a
+    word. `key` is the one given, `meant` the one it is close to."""
+
+    def __init__(self, message: str, *, key: str, meant: str):
+        super().__init__(message)
+        self.key = key
+        self.meant = meant
+
+
+class MetadataValueError(ConfigurationError):
+    """A metadata value not of the shape its key takes; the message names the key, the
+    asset and the shape (docs/metadata.md lists them)."""
+
+    def __init__(self, message: str, *, key: str):
+        super().__init__(message)
+        self.key = key
 
 
 class OutputError(ConfigurationError):

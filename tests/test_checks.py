@@ -459,6 +459,21 @@ def test_partitioned_checks_give_each_partition_the_run_wrote_its_own_result(set
     assert shown["FAILED"] == [DAY3]
 
 
+def test_partitioned_checks_that_pass_log_no_warning_nor_a_missing_output(setup):
+    """A step whose checks all passed, for one partition and for a range, logs nothing at
+    WARNING or above and no "did not yield or return expected outputs"."""
+    setup.run_partitioned("carriers")
+    for partition, tags in ((None, RANGE), ("2024-01-04", None)):
+        found = setup.run_partitioned("flights", partition, tags)
+        assert all(e.passed for by_partition in found.values() for e in by_partition.values())
+        run = setup.instance.get_runs(limit=1)[0]
+        logs = [(r.level, r.step_key, r.user_message) for r in setup.instance.all_logs(run.run_id)]
+        loud = [line for line in logs if line[0] >= logging.WARNING]
+        missing = [line for line in logs if "did not yield" in line[2]]
+        assert (loud, missing) == ([], []), partition
+        assert any(step == "flights_hyper_checks" for _, step, _ in logs)
+
+
 def test_a_partitioned_key_check_fails_the_partitions_holding_a_repeated_key(tmp_path: Path):
     """A key repeated across two partitions fails both of them and holds back what is
     downstream; the third partition passes."""

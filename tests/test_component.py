@@ -39,6 +39,7 @@ from hyper_assets import (
     ComponentSpecError,
     ConnectedAppSignIn,
     HyperExtractComponent,
+    MetadataKeyError,
     ProjectNotFoundError,
     TableauServerResource,
     TokenSignIn,
@@ -811,7 +812,7 @@ def test_publish_takes_a_list_of_data_sources_each_holding_its_tables() -> None:
         "| Extract.fact | fact | |",
         "| Extract.dim | dimension | Extract.fact.d -> Extract.dim.d |",
     ]
-    assert metadata["all_tables"]["data_model"].value.startswith("Not publishable: ")
+    assert metadata["all_tables"]["data_model"].value.startswith("Would refuse: ")
     assert isinstance(defs.resources["tableau"], TableauServerResource)
 
 
@@ -971,7 +972,9 @@ def resources() -> dg.Definitions:
 """
 
 
-def _load_project(tmp_path: Path, name: str, attributes: str) -> Definitions:
+def _load_project(
+    tmp_path: Path, name: str, attributes: str, assets: str = ADOPTABLE
+) -> Definitions:
     """A dg project's definitions: assets.py as the project has them, the component beside."""
     defs = tmp_path / "src" / name / "defs"
     (defs / "pipeline").mkdir(parents=True)
@@ -982,7 +985,7 @@ def _load_project(tmp_path: Path, name: str, attributes: str) -> Definitions:
         f'[project]\nname = "{name}"\n[tool.dg]\ndirectory_type = "project"\n'
         f'[tool.dg.project]\nroot_module = "{name}"\n'
     )
-    (defs / "pipeline" / "assets.py").write_text(ADOPTABLE)
+    (defs / "pipeline" / "assets.py").write_text(assets)
     (defs / "resources.py").write_text(RESOURCES)
     (defs / "extract" / "defs.yaml").write_text(
         "type: hyper_assets.HyperExtractComponent\nattributes:\n"
@@ -1043,6 +1046,26 @@ def test_the_server_spec_finds_a_project_in_another_case_unless_told_not_to(
             assert none.value.candidates == ["Default"]
         else:
             assert client.project("default").name == "Default"
+
+
+def test_an_adopted_assets_misspelt_metadata_key_fails_as_the_project_loads(
+    tmp_path: Path,
+) -> None:
+    """Even with no check and no publish to read it: `adopt` takes it in as it is."""
+    misspelt = ADOPTABLE.replace('"primary_key"', '"primary_keys"')
+    with pytest.raises(Exception, match="Error while building definitions") as raised:
+        _load_project(
+            tmp_path,
+            "adopt_misspelt",
+            "adopt: {defs_path: pipeline, keys: [stores]}\nchecks: {enabled: false}\n",
+            misspelt,
+        )
+    cause = raised.value.__cause__
+    assert isinstance(cause, MetadataKeyError)
+    assert str(cause).startswith(
+        "Metadata key 'primary_keys' of asset 'stores' is not one hyper-assets reads: did "
+        "you mean 'primary_key'"
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from tableauhyperapi import Connection, HyperException, SqlType, TableName
 
 import hyper_assets
 from hyper_assets import HyperResource, compact, errors
+from hyper_assets._engine.hyper_errors import load_errors
 from hyper_assets._engine.tables import Catalog
 from hyper_assets._engine.types import Column
 from hyper_assets._rows.ingest import Write, write_table
@@ -131,6 +132,26 @@ def test_a_load_hyper_refuses_names_the_file_and_the_table(resource, tmp_path):
     assert (caught.value.file, caught.value.table) == (str(database), "Extract.t")
     with resource.connect(database) as connection:
         assert connection.execute_list_query('SELECT x FROM "Extract"."t" ORDER BY x') == [[1], [2]]
+
+
+def test_a_key_type_hyper_refuses_is_a_key_type_error_naming_no_table_of_a_swap(resource, tmp_path):
+    """The fallback of what `key_types` refuses before: Hyper's words about the new table
+    a swap makes name the user's table instead."""
+    database = a_file(resource, tmp_path / "shop.hyper")
+    stores = TableName("Extract", "stores")
+    with resource.connect(database) as connection:
+        connection.execute_command(
+            'CREATE TABLE "Extract"."stores__hyper_assets_new" (k TEXT, ASSUMED PRIMARY KEY (k))'
+        )
+        with pytest.raises(errors.KeyTypeError) as caught, load_errors(stores):
+            connection.execute_command(
+                'CREATE TABLE "Extract"."sales" (k BIGINT, ASSUMED FOREIGN KEY (k) '
+                'REFERENCES "Extract"."stores__hyper_assets_new" (k))'
+            )
+    message = str(caught.value)
+    assert message.startswith("Extract.stores: a foreign key's columns and the primary key")
+    assert 'table "Extract"."stores"' in message and "__hyper_assets" not in message
+    assert "Cast the key columns in the asset" in message
 
 
 def test_a_hyperd_that_cannot_start_is_named(tmp_path):

@@ -110,7 +110,10 @@ def _definition(
     one process, one hyperd, for all of them.
 
     A run may select some of them; an error (a missing table, say) fails the step after
-    the checks before it have reported.
+    the checks before it have reported. Each check's evaluations are followed by its
+    output, as an `AssetCheckResult` would be: Dagster counts a check as done by its output
+    (without it, it logs that the step "did not yield or return expected outputs"), and an
+    `AssetCheckResult` cannot carry the partition of each evaluation.
     """
 
     @dg.multi_asset_check(
@@ -119,10 +122,13 @@ def _definition(
         can_subset=True,
         required_resource_keys={source.resource_key},
     )
-    def _run(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckEvaluation]:
+    def _run(
+        context: dg.AssetCheckExecutionContext,
+    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output[None]]:
         for check in checks:
             if check.spec.key in context.selected_asset_check_keys:
                 yield from check.evaluations(context, asset, source)
+                yield dg.Output(None, _run.get_output_name_for_asset_check_key(check.spec.key))
 
     return _run
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from hyper_assets._component.specs import AdoptSpec
+from hyper_assets._dagster.spec import DEFAULT_SCHEMA, TableSpec
 from hyper_assets.errors import ComponentSpecError
 
 
@@ -57,4 +58,6 @@ def adopted_assets(
             f"{io_manager_key!r}, but adopted assets are stored under other keys: {elsewhere}; "
             "set io_manager_key to theirs",
         )
+    for asset in chosen:  # a misspelt key is refused as the project loads
+        TableSpec.parse(asset.key.path, asset.metadata_by_key.get(asset.key), DEFAULT_SCHEMA)
     return chosen

@@ -52,7 +52,7 @@ from hyper_assets._dagster.materialization import (
     table_metadata,
 )
 from hyper_assets._dagster.partitions import RANGE_ROW_COUNT, partition_window
-from hyper_assets._dagster.preflight import check_database_path, check_frame
+from hyper_assets._dagster.preflight import check_database_path, check_frame, check_key_types
 from hyper_assets._dagster.spec import (
     DEFAULT_SCHEMA,
     TableSpec,
@@ -342,6 +342,7 @@ class HyperIOManager(ConfigurableIOManager):
         guard = write_guard(context, label, replaces=replaces)
         if isinstance(self.home.home, Path):  # refused before Spark runs; again under the lock
             guard.check(self.home.local_path, self.home.uri)
+            check_key_types(hyper, self.home.local_path, write)
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
             if spark:
@@ -385,6 +386,7 @@ class HyperIOManager(ConfigurableIOManager):
                 "write_mode": write.mode.value,
             }
             | transfer
+            | ({"retyped_keys": list(result.retyped_keys)} if result.retyped_keys else {})
             | ({"compacted": str(written.compacted)} if written.compacted else {})
             | ({"database_version_upgraded": str(written.upgraded)} if written.upgraded else {})
         )

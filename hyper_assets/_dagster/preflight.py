@@ -1,5 +1,5 @@
-"""Mistakes caught before Spark runs: what an asset's metadata and its frame's schema, or
-the IO manager's `database` path, already show to be wrong.
+"""Mistakes caught before Spark runs: what an asset's metadata and its frame's schema (with
+the stored tables' key types), or the IO manager's `database` path, already show to be wrong.
 
 Each check raises a `ConfigurationError` naming the asset or op output (or path), what is wrong and
 the fix, before any row is staged and with the stored data untouched.
@@ -13,7 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hyper_assets._dagster.target import Target
+from hyper_assets._engine import key_types
+from hyper_assets._engine.resource import HyperResource
+from hyper_assets._engine.tables import Catalog
 from hyper_assets._engine.types import Column
+from hyper_assets._rows.ingest import Write
 from hyper_assets._rows.modes import WriteMode
 from hyper_assets.errors import ConfigurationError, OutputError
 
@@ -54,6 +58,28 @@ def check_frame(target: Target, columns: Sequence[Column]) -> None:
             f"columns that identify a row (its columns: {', '.join(names)}). Nothing was "
             "staged or written."
         )
+
+
+def check_key_types(hyper: HyperResource, database: Path, write: Write) -> None:
+    """A write to a local file whose key columns' types would break a foreign key between
+    its table and another (`hyper_assets._engine.key_types`) is refused from the stored
+    tables' types and the frame's schema, before anything is staged. The write judges it
+    again under the file's lock (and notes a key retyped within its family), so this
+    check is skipped when it would wait: for a write declaring no key (only a primary key
+    is referenced), and while another writer holds the file, whose Spark work would
+    otherwise wait for that writer's turn."""
+    if not database.exists() or not (write.keys.primary_key or write.keys.foreign_keys):
+        return
+    with hyper.connect_if_free(database) as connection:
+        if connection is not None:
+            replaces = write.mode in (WriteMode.REPLACE, WriteMode.PARTITION)
+            key_types.check(
+                Catalog(connection),
+                write.table,
+                write.columns,
+                write.keys.foreign_keys,
+                replaces=replaces,
+            )
 
 
 def check_database_path(database: str | Path) -> None:

@@ -1,4 +1,5 @@
-"""Asset metadata, parsed once into frozen typed values: one named error per bad key.
+"""Asset metadata, parsed once into frozen typed values: one named error per bad key
+(the keys and their shapes: `hyper_assets._dagster.metadata_keys`).
 
 The IO manager, the checks and the component read an asset's table, write mode, keys
 and partition expression from a `TableSpec`, never from the metadata dict itself.
@@ -12,6 +13,7 @@ from typing import Any
 
 from tableauhyperapi import TableName
 
+from hyper_assets._dagster.metadata_keys import INPUT_KEYS, TABLE_KEYS, check_keys, wrong_shape
 from hyper_assets._engine.tables import Keys, parse_foreign_keys, table_label
 from hyper_assets._rows.frames import DTYPE_BACKENDS, DtypeBackend
 from hyper_assets._rows.modes import DECLARED_MODES, WriteMode
@@ -47,104 +49,92 @@ class TableSpec:
 
     @classmethod
     def parse(
-        cls, key_path: Sequence[str], metadata: Mapping[str, Any] | None, default_schema: str
+        cls,
+        key_path: Sequence[str],
+        metadata: Mapping[str, Any] | None,
+        default_schema: str,
+        who: str | None = None,
     ) -> TableSpec:
         """`[..., schema, table]` -> "schema"."table"; one part -> `default_schema`.
 
         Metadata `schema` and `table` override the key, for names Dagster keys cannot
-        hold; `write_mode`, `primary_key`, `foreign_keys`, `partition_expr`,
-        `schema_evolution` and `geography_columns` are checked.
+        hold; each key read here is checked for its shape (as `TABLE_KEYS` states it),
+        and a key misspelling one of them is refused (`hyper_assets._dagster.metadata_keys`).
+        `who` names the asset (or op output) in errors; default: the asset of `key_path`.
         """
         metadata = metadata or {}
-        schema = _name(metadata, "schema", key_path) or (
+        who = who or f"asset {'/'.join(key_path)!r}"
+        check_keys(metadata, TABLE_KEYS, who)
+        schema = _name(metadata, "schema", who) or (
             key_path[-2] if len(key_path) > 1 else default_schema
         )
-        table = TableName(schema, _name(metadata, "table", key_path) or key_path[-1])
-        label = table_label(table)
+        table = TableName(schema, _name(metadata, "table", who) or key_path[-1])
+        subject = f"{table_label(table)} ({who})"
         return cls(
             table,
             Keys(
-                _column_names(
-                    metadata.get("primary_key"), label, "primary_key", '"id" or ["id", "site"]'
-                ),
-                parse_foreign_keys(metadata.get("foreign_keys"), schema, label),
+                _column_names(metadata, "primary_key", subject),
+                parse_foreign_keys(metadata.get("foreign_keys"), schema, subject),
             ),
-            _declared_mode(metadata.get("write_mode"), label),
-            _partition_expr(metadata.get("partition_expr"), label),
-            _adds_columns(metadata.get("schema_evolution"), label),
-            _column_names(
-                metadata.get("geography_columns"), label, "geography_columns", '["location"]'
-            ),
+            _declared_mode(metadata.get("write_mode"), subject),
+            _partition_expr(metadata.get("partition_expr"), subject),
+            _adds_columns(metadata.get("schema_evolution"), subject),
+            _column_names(metadata, "geography_columns", subject),
         )
 
 
-def _name(metadata: Mapping[str, Any], field: str, key_path: Sequence[str]) -> str | None:
-    value = metadata.get(field)
+def _name(metadata: Mapping[str, Any], key: str, who: str) -> str | None:
+    value = metadata.get(key)
     if value is not None and (not isinstance(value, str) or not value):
-        raise ConfigurationError(
-            f"Metadata {field} of asset {'/'.join(key_path)} is {value!r}; give a non-empty "
-            f"string (the {field} name, any characters) or leave it out to use the asset key."
-        )
+        raise wrong_shape(key, value, who, TABLE_KEYS)
     return value
 
 
-def _column_names(value: object, label: str, field: str, example: str) -> tuple[str, ...]:
-    """Metadata `field`: a column name, a list of them, or nothing."""
+def _column_names(metadata: Mapping[str, Any], key: str, subject: str) -> tuple[str, ...]:
+    """Metadata `key`: a column name, a list of them, or nothing."""
+    value = metadata.get(key)
     if value is None or value == []:
         return ()
     columns = (value,) if isinstance(value, str) else value
     if not isinstance(columns, Sequence) or not all(isinstance(c, str) and c for c in columns):
-        raise ConfigurationError(
-            f"Metadata {field} of {label} is {value!r}; give a column name or a list of "
-            f"them, e.g. {example}."
-        )
+        raise wrong_shape(key, value, subject, TABLE_KEYS)
     return tuple(columns)
 
 
-def _declared_mode(value: object, label: str) -> WriteMode | None:
+def _declared_mode(value: object, subject: str) -> WriteMode | None:
     if value is None:
         return None
     if value not in DECLARED_MODES:
-        raise ConfigurationError(
-            f"Metadata write_mode of {label} is {value!r}; use 'append' or 'upsert', or "
-            "leave it out for a full refresh (or a partition replace)."
-        )
+        raise wrong_shape("write_mode", value, subject, TABLE_KEYS)
     return WriteMode(str(value))
 
 
-def _adds_columns(value: object, label: str) -> bool:
+def _adds_columns(value: object, subject: str) -> bool:
     if value is None or value == "add_columns":
         return value is not None
-    raise ConfigurationError(
-        f"Metadata schema_evolution of {label} is {value!r}; use 'add_columns' (appends, "
-        "upserts and partition writes add the columns the table lacks, NULL in its stored "
-        "rows) or leave it out (new columns are refused)."
-    )
+    raise wrong_shape("schema_evolution", value, subject, TABLE_KEYS)
 
 
-def _partition_expr(value: object, label: str) -> PartitionExpr | None:
+def _partition_expr(value: object, subject: str) -> PartitionExpr | None:
     if value is None or (isinstance(value, str) and value):
         return value
     if isinstance(value, Mapping) and all(
         isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()
     ):
         return dict(value)
-    raise ConfigurationError(
-        f"Metadata partition_expr of {label} is {value!r}; give the column (or SQL "
-        'expression) holding the partition, or for multi-partitions a dict {"dimension": '
-        '"column"}.'
-    )
+    raise wrong_shape("partition_expr", value, subject, TABLE_KEYS)
 
 
 def input_columns(metadata: Mapping[str, Any] | None, label: str) -> tuple[str, ...] | None:
-    """The columns an input's metadata asks for (`AssetIn(metadata={"columns": [...]})`)."""
+    """The columns an input's metadata asks for (`AssetIn(metadata={"columns": [...]})`);
+    a key misspelling `columns` is refused."""
+    who = f"the input loading {label}"
+    check_keys(metadata, INPUT_KEYS, who)
     wanted = (metadata or {}).get("columns")
     if not wanted:
         return None
     if isinstance(wanted, str) or not all(isinstance(w, str) for w in wanted):
-        raise ConfigurationError(
-            f"Input metadata columns for {label} must be a list of column names, got {wanted!r}."
-        )
+        raise wrong_shape("columns", wanted, who, INPUT_KEYS)
     return tuple(wanted)
 
 

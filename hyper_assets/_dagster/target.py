@@ -84,8 +84,8 @@ def output_target(context: OutputContext, default_schema: str) -> Target:
             keys = tuple(context.asset_partition_keys)
             partitions = Partitions(context.asset_partitions_def, keys)
         return Target(spec, key, f"asset {key.to_user_string()!r}", partitions)
-    spec = TableSpec.parse([context.name], context.definition_metadata, default_schema)
     who = _output_label(context.name, op_name(context))
+    spec = TableSpec.parse([context.name], context.definition_metadata, default_schema, who)
     return Target(spec, None, who, _run_partitions(spec, context))
 
 
@@ -102,8 +102,8 @@ def input_target(context: InputContext, default_schema: str) -> Target:
             partitions = Partitions(context.asset_partitions_def, keys)
         return Target(spec, key, f"asset {key.to_user_string()!r}", partitions)
     assert upstream is not None  # an op's input without an asset is another op's output
-    spec = TableSpec.parse([upstream.name], metadata, default_schema)
     who = _output_label(upstream.name, op_name(upstream))
+    spec = TableSpec.parse([upstream.name], metadata, default_schema, who)
     return Target(spec, None, who, _run_partitions(spec, context))
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tableauhyperapi import HyperException, TableName
 
-from hyper_assets._engine.sql import table_label
+from hyper_assets._engine.sql import table_label, user_names
 from hyper_assets.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
@@ -27,6 +27,7 @@ from hyper_assets.errors import (
     HyperFileError,
     IngestError,
     InvalidGeographyError,
+    KeyTypeError,
     NullInNotNullColumnError,
     TableNotFoundError,
     UnsupportedTypeError,
@@ -82,7 +83,7 @@ def as_error(
     `way_out` if given, else the general way out of its kind (a locked file, a missing
     table, a damaged file)."""
     first = next(iter((error.main_message or str(error)).strip().splitlines()), "")
-    words = first.strip().rstrip(".:")
+    words = user_names(first.strip().rstrip(".:"))
     kind, general = _kind(words)
     said = way_out or general
     if kind is HyperFileError:
@@ -121,8 +122,10 @@ def load_errors(table: TableName) -> Iterator[None]:
     """Runs a load into `table`; a `HyperException` leaves it as the error that says
     whose fault it is: `NullInNotNullColumnError` (a NULL for a NOT NULL column) and
     `InvalidGeographyError` (a value that is not well-known text), which the loader names
-    the culprits of; `UnsupportedTypeError` (the file's format version older than a
-    column's type needs); else `as_error` (an `IngestError`, or what Hyper's words say).
+    the culprits of; `KeyTypeError` (key columns of types Hyper does not compare, which
+    `hyper_assets._engine.key_types` refuses before, naming them); `UnsupportedTypeError`
+    (the file's format version older than a column's type needs); else `as_error` (an
+    `IngestError`, or what Hyper's words say).
     Each says that the table's rows are unchanged."""
     try:
         yield
@@ -137,6 +140,15 @@ def _load_error(error: HyperException, table: TableName) -> HyperAssetsError:
         return NullInNotNullColumnError(str(unloaded))
     if "invalid geography" in text:
         return InvalidGeographyError(str(unloaded))
+    if "type mismatch when referencing primary key" in text:
+        return KeyTypeError(
+            f"{table_label(table)}: a foreign key's columns and the primary key they "
+            "reference are of types Hyper does not compare (numbers, text, and dates and "
+            "times compare only among themselves); its rows are unchanged. Cast the key "
+            "columns in the asset to the types of the key they reference. Hyper said: "
+            f"{user_names(text.strip().splitlines()[0])}",
+            column="",
+        )
     if "128-bit numerics" in text or "32-bit floating" in text.lower():
         return UnsupportedTypeError(
             f"{table_label(table)}: the existing .hyper file has an older format version than "

@@ -122,6 +122,24 @@ class HyperResource(ConfigurableResource):
             yield connection
 
     @contextmanager
+    def connect_if_free(self, database: str | Path) -> Iterator[Connection | None]:
+        """`connect` to the existing `database` if no writer holds its lock now, else None
+        at once: for a read that is only worth it if it waits for no one (a check before
+        staging, which the write makes again under the lock)."""
+        path = Path(database).absolute()
+        lock = FileLock(f"{path}.lock", mode=file_mode())
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            yield None
+            return
+        try:
+            with self.open(path, create=False) as connection:
+                yield connection
+        finally:
+            lock.release()
+
+    @contextmanager
     def lock(self, database: str | Path) -> Iterator[None]:
         """Holds the inter-process lock beside `database`: one writer at a time.
 

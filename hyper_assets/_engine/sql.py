@@ -25,6 +25,18 @@ def transaction(connection: Connection) -> Iterator[None]:
     connection.execute_command("COMMIT")
 
 
+#: The suffixes of the tables a swap makes beside the one it replaces
+#: (`hyper_assets._rows.ingest`): the new table, and the old one renamed aside. No
+#: message names them: `user_names` puts the user's table in their place.
+NEW_SUFFIX = "__hyper_assets_new"
+OLD_SUFFIX = "__hyper_assets_old"
+
+
+def user_names(text: str) -> str:
+    """`text` (Hyper's words) naming the tables a swap makes as the table they stand for."""
+    return text.replace(NEW_SUFFIX, "").replace(OLD_SUFFIX, "")
+
+
 def table_label(table: TableName) -> str:
     """`schema.table` as a user reads it in an error message."""
     return ".".join(n.unescaped for n in (table.schema_name.name, table.name) if n)

@@ -24,7 +24,7 @@ from tableauhyperapi import (
 from hyper_assets._engine.hyper_errors import hyper_errors
 from hyper_assets._engine.sql import table_label
 from hyper_assets._engine.types import SPARK_TYPE_COMMENT, Column, columns_from_table
-from hyper_assets.errors import ConfigurationError, SchemaMismatchError
+from hyper_assets.errors import ConfigurationError, MetadataValueError, SchemaMismatchError
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,12 @@ def parse_foreign_keys(spec: object, default_schema: str, table: str) -> tuple[F
         )
     if isinstance(spec, list | tuple):
         return tuple(_key(entry, default_schema, table) for entry in spec)
-    raise ConfigurationError(
+    raise MetadataValueError(
         f"Metadata foreign_keys of {table} must be a dict like "
         '{"carrier": "Extract.airlines.carrier"}, or a list of keys like [{"columns": '
         '["item", "ticket"], "references": "Extract.sales", "ref_columns": ["item", '
-        f'"ticket"]}}], got {spec!r}'
+        f'"ticket"]}}], got {spec!r}',
+        key="foreign_keys",
     )
 
 
@@ -71,10 +72,11 @@ def _one_column_key(column: object, ref: object, default_schema: str, table: str
     if len(parts) == 2:
         parts = [default_schema, *parts]
     if len(parts) != 3 or not all(isinstance(p, str) and p for p in parts):
-        raise ConfigurationError(
+        raise MetadataValueError(
             f"Metadata foreign_keys[{column!r}] of {table} is {ref!r}; write it as "
             '"schema.table.column", or as ["schema", "table", "column"] when a name '
-            "holds a dot."
+            "holds a dot.",
+            key="foreign_keys",
         )
     return ForeignKey((str(column),), TableName(parts[0], parts[1]), (str(parts[2]),))
 
@@ -87,9 +89,10 @@ def _key(entry: object, default_schema: str, table: str) -> ForeignKey:
         '"ref_columns": ["item", "ticket"]}'
     )
     if not isinstance(entry, dict) or set(entry) != set(fields):
-        raise ConfigurationError(
+        raise MetadataValueError(
             f"Metadata foreign_keys of {table} holds {entry!r}; each key of the list is a dict "
-            f"of exactly {', '.join(fields)}, e.g. {example}."
+            f"of exactly {', '.join(fields)}, e.g. {example}.",
+            key="foreign_keys",
         )
     ref = entry["references"]
     parts = _parts(ref)
@@ -102,10 +105,11 @@ def _key(entry: object, default_schema: str, table: str) -> ForeignKey:
         or not columns
         or len(columns) != len(ref_columns)
     ):
-        raise ConfigurationError(
+        raise MetadataValueError(
             f"Metadata foreign_keys of {table} holds {entry!r}: give `columns` and "
             "`ref_columns` as lists of as many column names, and `references` as "
-            f'"schema.table" (or ["schema", "table"] when a name holds a dot), e.g. {example}.'
+            f'"schema.table" (or ["schema", "table"] when a name holds a dot), e.g. {example}.',
+            key="foreign_keys",
         )
     return ForeignKey(columns, TableName(parts[0], parts[1]), ref_columns)
 

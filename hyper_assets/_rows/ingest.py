@@ -45,8 +45,9 @@ from tableauhyperapi import (
     escape_string_literal,
 )
 
+from hyper_assets._engine import key_types
 from hyper_assets._engine.hyper_errors import load_errors
-from hyper_assets._engine.sql import count_rows, transaction
+from hyper_assets._engine.sql import NEW_SUFFIX, OLD_SUFFIX, count_rows, transaction
 from hyper_assets._engine.tables import (
     Catalog,
     Keys,
@@ -70,9 +71,6 @@ from hyper_assets.errors import (
     PrimaryKeyError,
     SchemaMismatchError,
 )
-
-_NEW_SUFFIX = "__hyper_assets_new"
-_OLD_SUFFIX = "__hyper_assets_old"  # a table a swap renamed aside, dropped once it is done
 
 
 @dataclass(frozen=True)
@@ -100,6 +98,7 @@ class WriteResult:
     rows_deleted: int
     seconds: float
     notes: tuple[str, ...] = ()
+    retyped_keys: tuple[str, ...] = ()  # referenced key columns retyped within their family
 
 
 def external_sql(files: Sequence[Path]) -> str:
@@ -233,7 +232,9 @@ def write_table(
     connection: Connection, write: Write, staged: Staged, pending: PendingKeys
 ) -> WriteResult:
     """Runs `write` with the `staged` rows, committed when it returns; when it raises, the
-    table and the `pending` record are as they were (the outbox relies on it).
+    table and the `pending` record are as they were (the outbox relies on it). Key
+    columns retyped so that a foreign key cannot hold are refused first, and retyped
+    within their family noted (`hyper_assets._engine.key_types`).
 
     The write's foreign keys to tables that do not exist yet are recorded in `pending`;
     once it committed, the keys recorded there that the file can take now are added
@@ -246,6 +247,11 @@ def write_table(
     keys, postponed = catalog.check_foreign_keys(write.table, write.keys)
     notes = [catalog.postponed_note(write.table, fk) for fk in postponed]
     write = replace(write, keys=keys)
+    replaces = write.mode in (WriteMode.REPLACE, WriteMode.PARTITION)
+    retyped = key_types.check(
+        catalog, write.table, write.columns, keys.foreign_keys, replaces=replaces
+    )
+    notes += [key.note for key in retyped]
     with pending.declaring(write.table, postponed) as recorded:
         try:
             with load_errors(write.table):
@@ -258,7 +264,10 @@ def write_table(
                 raise
             raise named from error
     notes += add_pending_keys(catalog, recorded, write.table)
-    return WriteResult(loaded, deleted, time.perf_counter() - started, tuple(notes))
+    seconds = time.perf_counter() - started
+    return WriteResult(
+        loaded, deleted, seconds, tuple(notes), tuple(key.summary for key in retyped)
+    )
 
 
 def _write(
@@ -403,7 +412,7 @@ def _swap(
     """
     table = write.table
     rebuilt = _referencing(catalog, table, write.keys.primary_key)
-    news = {t: _suffixed(t, _NEW_SUFFIX) for t in [table, *rebuilt]}  # the order they are made
+    news = {t: _suffixed(t, NEW_SUFFIX) for t in [table, *rebuilt]}  # the order they are made
     try:
         # Hyper takes DDL then DML in a transaction, not DDL after DML.
         with transaction(connection):
@@ -442,19 +451,19 @@ def _swap_in(connection: Connection, news: Mapping[TableName, TableName]) -> Non
     moved_in: list[TableName] = []
     try:
         for old in news:
-            connection.execute_command(_rename_sql(old, old.name.unescaped + _OLD_SUFFIX))
+            connection.execute_command(_rename_sql(old, old.name.unescaped + OLD_SUFFIX))
             aside.append(old)
         for old, new in news.items():
             connection.execute_command(_rename_sql(new, old.name.unescaped))
             moved_in.append(old)
     except BaseException:
         for old in moved_in:
-            _attempt(connection, _rename_sql(old, old.name.unescaped + _NEW_SUFFIX))
+            _attempt(connection, _rename_sql(old, old.name.unescaped + NEW_SUFFIX))
         for old in aside:
-            _attempt(connection, _rename_sql(_suffixed(old, _OLD_SUFFIX), old.name.unescaped))
+            _attempt(connection, _rename_sql(_suffixed(old, OLD_SUFFIX), old.name.unescaped))
         _drop_all(connection, list(news.values())[::-1])
         raise
-    _drop_all(connection, [_suffixed(old, _OLD_SUFFIX) for old in reversed(news)])
+    _drop_all(connection, [_suffixed(old, OLD_SUFFIX) for old in reversed(news)])
 
 
 def _recover(connection: Connection, catalog: Catalog) -> None:
@@ -462,17 +471,17 @@ def _recover(connection: Connection, catalog: Catalog) -> None:
     table in its place, every table renamed in goes back to being new and every table
     renamed aside comes back; then what is left aside, and every new table, is dropped."""
     tables = catalog.tables()
-    aside = [t for t in tables if t.name.unescaped.endswith(_OLD_SUFFIX)]
+    aside = [t for t in tables if t.name.unescaped.endswith(OLD_SUFFIX)]
     originals = {
-        t: TableName(t.schema_name, t.name.unescaped.removesuffix(_OLD_SUFFIX)) for t in aside
+        t: TableName(t.schema_name, t.name.unescaped.removesuffix(OLD_SUFFIX)) for t in aside
     }
     if any(original not in tables for original in originals.values()):
         for t, original in originals.items():
             if original in tables:
-                _attempt(connection, _rename_sql(original, original.name.unescaped + _NEW_SUFFIX))
+                _attempt(connection, _rename_sql(original, original.name.unescaped + NEW_SUFFIX))
             _attempt(connection, _rename_sql(t, original.name.unescaped))
         tables = catalog.tables()
-    leftovers = [t for t in tables if t.name.unescaped.endswith((_OLD_SUFFIX, _NEW_SUFFIX))]
+    leftovers = [t for t in tables if t.name.unescaped.endswith((OLD_SUFFIX, NEW_SUFFIX))]
     _drop_all(connection, leftovers)
 
 

@@ -126,10 +126,24 @@ def blocker(key: PendingKey, stored: Mapping[TableName, Keys]) -> str | None:
 
 
 def missing_keys(
-    pending: Sequence[PendingKey], stored: Mapping[TableName, Keys]
+    pending: Sequence[PendingKey],
+    stored: Mapping[TableName, Keys],
+    declared: Sequence[PendingKey] = (),
 ) -> list[MissingKey]:
-    """The declared keys the file (`stored`: each table's keys) lacks, each with why."""
-    return [MissingKey(p, blocker(p, stored) or REFUSED) for p in outstanding(pending, stored)]
+    """The declared keys the file (`stored`: each table's keys) lacks, each with why: those
+    the writes recorded as `pending`, and those the assets' metadata declares now
+    (`declared`) that no write of their table took (declared since it was written)."""
+    waiting = [MissingKey(p, blocker(p, stored) or REFUSED) for p in outstanding(pending, stored)]
+    return waiting + [
+        MissingKey(d, blocker(d, stored) or _unwritten(d.table))
+        for d in outstanding(declared, stored)
+        if d not in pending
+    ]
+
+
+def _unwritten(table: TableName) -> str:
+    label = table_label(table)
+    return f"{label} was written before its metadata declared it: materialise {label} again"
 
 
 def stored_keys(catalog: Catalog) -> dict[TableName, Keys]:

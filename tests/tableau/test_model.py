@@ -1,10 +1,17 @@
-"""The rule Tableau applies to a published file's keys: one star per data source."""
+"""The rule Tableau applies to a published file's keys: one star per data source; and the
+publish asset's preview of it is what its run does."""
+
+from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
+from helpers import digest
 from tableauhyperapi import TableName
 
+from hyper_assets import HyperIOManager, TableauServerResource, TokenSignIn
 from hyper_assets._engine.tables import ForeignKey, Keys
+from hyper_assets.emulator import Emulator
 from hyper_assets.errors import ConfigurationError, DataModelError, PublishError
 from hyper_assets.tableau._dagster.assets import build_publish_op, tableau_datasource_asset
 from hyper_assets.tableau._publish.model import data_model
@@ -187,7 +194,7 @@ def test_the_publish_asset_shows_the_model_tableau_will_build() -> None:
     )
     galaxy = tableau_datasource_asset(datasource="All", project="p", deps=deps)
     shown = galaxy.metadata_by_key[galaxy.key]["data_model"].value
-    assert shown.startswith("Not publishable: ") and "tables=[" in shown
+    assert shown.startswith("Would refuse: ") and "tables=[" in shown
 
 
 def test_tables_takes_what_deps_takes_an_asset_standing_for_its_stored_table() -> None:
@@ -282,3 +289,76 @@ def test_two_ways_named_alike_are_refused_naming_the_name() -> None:
     }
     with pytest.raises(DataModelError, match=r"would be named Extract\.c \(x\.c\)"):
         data_model(keys, "Twins")
+
+
+def test_the_publish_assets_preview_is_what_its_run_does(tmp_path: Path, emulator: Emulator):
+    """Refusal included: a preview of two facts is the run's refusal, word for word; a
+    tree shown from keys the file lacks (a key declared after its table was written) is
+    refused naming that key, and published once the table is written again."""
+
+    @dg.asset(metadata={"primary_key": ["store_id"]})
+    def stores() -> pa.Table:
+        return pa.table({"store_id": [1, 2], "name": ["north", "south"]})
+
+    def sales_asset(**metadata: object) -> dg.AssetsDefinition:
+        @dg.asset(name="sales", metadata=metadata)
+        def sales() -> pa.Table:
+            return pa.table({"id": [10, 11], "store_id": [1, 2]})
+
+        return sales
+
+    database = tmp_path / "shop.hyper"
+    resources = {
+        "io_manager": HyperIOManager(database=str(database)),
+        "tableau": TableauServerResource(
+            server_url=emulator.url,
+            site="analytics",
+            sign_in=TokenSignIn(name="ci", secret="s3cret-tøken"),
+            job_poll_initial_seconds=0.02,
+        ),
+    }
+
+    def define(sales: dg.AssetsDefinition) -> tuple[dg.AssetsDefinition, str]:
+        published = tableau_datasource_asset(
+            datasource="Shop", project="Default", deps=[stores, sales]
+        )
+        return published, published.metadata_by_key[published.key]["data_model"].value
+
+    unkeyed = sales_asset()
+    dg.materialize([stores, unkeyed], resources=resources)
+    published, shown = define(unkeyed)
+    refusal, note = shown.split("\n\n")
+    assert note.startswith("Without tables=, the data source holds every table of the file")
+    assert (
+        refusal.startswith("Would refuse: Data source 'Shop' cannot be one tree, ")
+        and ("it holds 2 fact tables (referenced by no foreign key): Extract.stores, Extract.sales")
+        in refusal
+    )
+    before = digest(database)
+    with pytest.raises(DataModelError) as refused:
+        dg.materialize([published], resources=resources)
+    assert str(refused.value) == refusal.removeprefix("Would refuse: ") + " Nothing was sent."
+    assert digest(database) == before
+
+    keyed = sales_asset(foreign_keys={"store_id": "stores.store_id"})
+    published, shown = define(keyed)
+    tree = shown.split("\n\n")[0]
+    assert tree.splitlines()[2:] == [
+        "| Extract.sales | fact | |",
+        "| Extract.stores | dimension | Extract.sales.store_id -> Extract.stores.store_id |",
+    ]
+    with pytest.raises(DataModelError) as refused:  # the file's sales has no key yet
+        dg.materialize([published], resources=resources)
+    assert (
+        "foreign keys declared in metadata are not in the file: Extract.sales.store_id -> "
+        "Extract.stores.store_id (Extract.sales was written before its metadata declared it: "
+        "materialise Extract.sales again)"
+    ) in str(refused.value)
+    assert refused.value.missing == ["Extract.sales.store_id -> Extract.stores.store_id"]
+    assert digest(database) == before
+
+    dg.materialize([stores, keyed], resources=resources, selection=["sales"])
+    result = dg.materialize([published], resources=resources)
+    (materialization,) = result.asset_materializations_for_node(published.op.name)
+    assert materialization.metadata["data_model"].value == tree
+    assert materialization.metadata["publish"].value == "full"

@@ -23,9 +23,10 @@ from hyper_assets._dagster.identity import identity_metadata, latest, read_ident
 from hyper_assets._dagster.located import ExtractSource, Located
 from hyper_assets._dagster.spec import DEFAULT_SCHEMA, TableSpec
 from hyper_assets._engine.tables import Catalog
-from hyper_assets.errors import ConfigurationError, DataModelError
+from hyper_assets._rows.pending_keys import PendingKey
+from hyper_assets.errors import ConfigurationError
 from hyper_assets.tableau._dagster.resource import TableauServerResource
-from hyper_assets.tableau._publish.model import data_model, describe
+from hyper_assets.tableau._publish.model import preview
 from hyper_assets.tableau._publish.publish import (
     DEFAULT_LOCK_TIMEOUT_SECONDS,
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -55,9 +56,11 @@ def _publish(
     lock_timeout_seconds: float,
     tables: Sequence[str] | None,
     deps: Sequence[dg.AssetKey] = (),
+    declared: Sequence[PendingKey] = (),
 ) -> dict[str, Any]:
     """Publishes the file; refuses first when it is not the extract the latest
-    materialisation of one of `deps` was written to."""
+    materialisation of one of `deps` was written to, or when it lacks a foreign key of
+    `declared` (what the asset's `data_model` was shown from)."""
     tableau = getattr(context.resources, tableau_key)
     if not isinstance(tableau, TableauServerResource):
         raise ConfigurationError(
@@ -81,6 +84,7 @@ def _publish(
                 logger=context.log,
                 saved=saved,
                 tables=tables,
+                declared=declared,
             )
             result = publisher.publish(full=config.full)
         where = Destination(tableau.server_url, tableau.site, project, datasource)
@@ -221,7 +225,9 @@ def _refuse(field: str, datasource: str, value: object, strings: str) -> Configu
 def _dep_metadata(
     deps: Sequence[AssetRef], datasource: str
 ) -> dict[dg.AssetKey, Mapping[str, Any]]:
-    """Each dependency's key and, for an asset's definition or spec, its definition metadata."""
+    """Each dependency's key and, for an asset's definition or spec, its definition
+    metadata, checked (`TableSpec.parse`: a misspelt key is refused when the definitions
+    load, not ignored until a publish refuses the tree)."""
     found: dict[dg.AssetKey, Mapping[str, Any]] = {}
     for dep in deps:
         assets = _assets(dep)
@@ -229,6 +235,8 @@ def _dep_metadata(
             if not isinstance(dep, str):
                 raise _refuse("deps", datasource, dep, 'the names of assets ("flights")')
             assets = {dg.AssetKey(dep): {}}
+        for key, metadata in assets.items():
+            TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA)
         found.update(assets)
     return found
 
@@ -264,6 +272,8 @@ def _held_tables(
                         f"{key.to_user_string()!r}, which is not in its deps; add it to deps=."
                     )
                 metadata = metadata or deps[key]
+            else:  # an op's tables, in no deps: checked here
+                TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA)
             held.append((key, metadata))
     return held
 
@@ -289,18 +299,30 @@ def _table_names(tables: Sequence[_HeldTable] | None, located: Located) -> list[
 def _declared_model(
     sources: Mapping[dg.AssetKey, Mapping[str, Any]], datasource: str, *, chosen: bool
 ) -> dict[str, Any]:
-    """`data_model`: the tree the publish will send, from the tables' declared keys (assets
-    of one-part keys in schema Extract, the IO manager's default); `chosen`: by tables=."""
+    """`data_model`: what the publish will do, from the tables' declared keys (assets of
+    one-part keys in schema Extract, the IO manager's default), as the run decides it
+    (`preview`): the tree, or the refusal; `chosen`: by tables=. The run reads the file's
+    keys, and refuses naming a key declared here that the file lacks."""
     specs = [
         TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA) for key, metadata in sources.items()
     ]
     if not specs:
         return {}
-    try:
-        model = data_model({spec.table: spec.keys for spec in specs}, datasource, chosen=chosen)
-    except DataModelError as error:
-        return {"data_model": dg.MetadataValue.text(f"Not publishable: {error}")}
-    return {"data_model": dg.MetadataValue.md(describe(model))}
+    shown = preview({spec.table: spec.keys for spec in specs}, datasource, chosen=chosen)
+    if not chosen:
+        shown += (
+            "\n\nWithout tables=, the data source holds every table of the file: its deps' "
+            "tables are shown."
+        )
+    return {"data_model": dg.MetadataValue.md(shown)}
+
+
+def _declared_keys(
+    located: Located, tables: Mapping[dg.AssetKey, Mapping[str, Any]]
+) -> list[PendingKey]:
+    """The foreign keys the held tables' assets declare, in the file's names."""
+    specs = [located.spec_for(key.path, metadata) for key, metadata in tables.items()]
+    return [PendingKey(spec.table, fk) for spec in specs for fk in spec.keys.foreign_keys]
 
 
 def _lineage(columns: Mapping[dg.AssetKey, tuple[str, Sequence[str]]]) -> dg.TableColumnLineage:
@@ -438,6 +460,7 @@ def tableau_datasource_asset(
             lock_timeout_seconds,
             _table_names(held, located),
             list(sources),
+            _declared_keys(located, sources),
         )
         lineage = _stored_lineage(located, sources)
         return dg.MaterializeResult(metadata=metadata | {"dagster/column_lineage": lineage})

@@ -224,6 +224,7 @@ def _loop(path: Sequence[TableName], back_to: TableName) -> str:
     return " -> ".join(table_label(t) for t in loop)
 
 
+_NOTHING_SENT = " Nothing was sent."
 _CYCLE = "Drop one of these keys."
 _MISSING = "Do what each key's reason says (the write of either table adds it), then publish again."
 _ONE_PER_FACT = (
@@ -254,11 +255,22 @@ def _refusal(
             way_out = f"{_MISSING} {way_out}"
     return DataModelError(
         f"Data source {datasource!r} cannot be one tree, which Tableau requires: "
-        f"{'; and '.join(reasons)}. {way_out} Nothing was sent.",
+        f"{'; and '.join(reasons)}. {way_out}{_NOTHING_SENT}",
         facts=[table_label(f) for f in facts],
         unreachable=[table_label(t) for t in unreachable],
         missing=[str(m.key) for m in missing],
     )
+
+
+def preview(keys: Mapping[TableName, Keys], datasource: str, *, chosen: bool) -> str:
+    """What a publish of the tables of `keys` will do, as its asset's `data_model` shows it
+    before any run: the tree (`describe`), or the refusal the run raises, both from
+    `data_model`, which the run calls on the file's keys (`read_model`)."""
+    try:
+        model = data_model(keys, datasource, chosen=chosen)
+    except DataModelError as error:
+        return f"Would refuse: {str(error).removesuffix(_NOTHING_SENT)}"
+    return describe(model)
 
 
 def describe(model: DataModel) -> str:
@@ -311,13 +323,16 @@ def read_model(
     pending: Sequence[PendingKey],
     *,
     chosen: bool,
+    declared: Sequence[PendingKey] = (),
 ) -> tuple[DataModel, list[MissingKey]]:
     """The tree of the `tables` of the connection's database, whose declared keys not in
-    the file yet are `pending`; `DataModelError` if there is none. Also the keys of these
-    tables that are missing, each to a table the data source does not hold (a warning).
-    `chosen`: the data source names its tables."""
+    the file yet are `pending`, and whose assets' metadata declares the foreign keys
+    `declared` (the keys the publish asset's `data_model` shows); `DataModelError` if there
+    is none, naming a declared key the file lacks. Also the keys of these tables that are
+    missing, each to a table the data source does not hold (a warning). `chosen`: the data
+    source names its tables."""
     stored = stored_keys(Catalog(connection))
-    missing = [m for m in missing_keys(pending, stored) if m.key.table in tables]
+    missing = [m for m in missing_keys(pending, stored, declared) if m.key.table in tables]
     model = data_model({t: stored[t] for t in tables}, datasource, chosen=chosen, missing=missing)
     return model, missing
 

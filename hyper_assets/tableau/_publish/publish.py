@@ -46,7 +46,7 @@ from hyper_assets._engine.resource import HyperResource
 from hyper_assets._engine.sql import count_rows
 from hyper_assets._engine.tables import Catalog, table_label
 from hyper_assets._rows.outbox import Change, Outbox
-from hyper_assets._rows.pending_keys import PendingKeys
+from hyper_assets._rows.pending_keys import PendingKey, PendingKeys
 from hyper_assets.errors import CorruptFileError, PublishError, TableauError, TableauRequestError
 from hyper_assets.tableau._publish import positions
 from hyper_assets.tableau._publish.changes import net_steps
@@ -135,15 +135,19 @@ class Publisher:
         logger: logging.Logger | logging.LoggerAdapter[Any] = log,
         saved: Callable[[], None] = lambda: None,
         tables: Sequence[str] | None = None,
+        declared: Sequence[PendingKey] = (),
     ) -> None:
         """`saved` runs after each step the publish saves beside the file (its plan, a
         batch's progress, the publish state, the changes cleared): an object-store home
-        commits the file's working copy there (`HyperDatabase.publishing`)."""
+        commits the file's working copy there (`HyperDatabase.publishing`). `declared`:
+        the foreign keys the tables' assets declare in their metadata; one between held
+        tables that the file lacks refuses the publish, naming it."""
         self.database = Path(database).absolute()
         self._saved = saved
         self.hyper, self.client, self.log = hyper, client, logger
         self.datasource, self.project = datasource, project
         self.tables = list(tables) if tables is not None else None
+        self.declared = tuple(declared)
         self.max_payload_bytes = max_payload_bytes
         self.lock_timeout_seconds = lock_timeout_seconds
         self.outbox = Outbox(self.database)
@@ -347,7 +351,12 @@ class Publisher:
         pending = PendingKeys(self.database).read()
         # Refuses before any change; the tree each full publish sends.
         model, missing = read_model(
-            connection, tables, self.datasource, pending, chosen=self.tables is not None
+            connection,
+            tables,
+            self.datasource,
+            pending,
+            chosen=self.tables is not None,
+            declared=self.declared,
         )
         for key in missing:
             self.log.warning(
