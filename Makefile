@@ -161,14 +161,17 @@ test-lowest: $(LOWEST)/spark.jsa
 test-spark40: $(SPARK40)/spark.jsa
 	$(SPARK40)/bin/pytest -n 1 $(PARALLEL) -m "spark and not slow" -p no:cacheprovider
 
-# Without pyspark: the Python frames, unit-test contexts, checks, publish and emulator
-# (but the publish's fault scenarios, as in test-lowest); tests/conftest.py would not
-# collect the Spark modules anyway.
+# Without pyspark: the Python frames, unit-test contexts, checks and quality sensor, and of
+# the publish and emulator the modules that publish to a running emulator (a galaxy, its
+# model, its refusals) and the emulator's HTTP side. The rest of tests/tableau imports what
+# these do; tests/test_without_spark.py shows no public name needs pyspark.
 NOSPARK_TESTS := tests/test_without_spark.py tests/test_frames.py tests/test_unit_contexts.py \
-	tests/test_checks.py tests/test_public_api.py tests/tableau
+	tests/test_checks.py tests/test_quality_warnings.py tests/test_public_api.py \
+	tests/tableau/test_galaxy.py tests/tableau/test_model.py \
+	tests/tableau/test_publish_refusals.py tests/tableau/test_emulator_http.py
 test-nospark: $(NOSPARK)/.installed
 	$(NOSPARK)/bin/pytest -n 1 $(PARALLEL) -m "not spark and not slow" -p no:cacheprovider \
-		--ignore=tests/tableau/test_publish.py $(NOSPARK_TESTS)
+		$(NOSPARK_TESTS)
 
 test-fast: $(VENV)/spark.jsa
 	$(BIN)/pytest -n 2 $(PARALLEL) -m "not slow"
