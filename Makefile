@@ -82,8 +82,10 @@ azurite:
 # into their logs, each shown whole when it ends:
 # - the main suite, every test: the newest of everything on Python 3.13, and Spark
 #   Connect's thin client (.venv-client, tests/test_thin_client.py);
-# - the lowest versions (Python 3.11, Spark 3.5.0, Dagster 1.13.0...): the fast tests;
-# - Spark 4.0: the fast Spark-path tests (marker `spark`);
+# - the lowest versions (Python 3.11, Spark 3.5.0, Dagster 1.13.0...): the fast tests,
+#   and the standalone cluster's and Spark Connect's (marker `spark_line`; 3.5's wheel has
+#   no Connect server, so those skip, saying so);
+# - Spark 4.0: the fast Spark-path tests, and the `spark_line` ones;
 # - no pyspark at all: the fast tests that need none (the Python frames, the publish,
 #   the emulator, the checks).
 test: envs
@@ -155,11 +157,12 @@ $(CLIENT)/.installed: pyproject.toml
 # emulator's tests, test_galaxy, test_star_keys and test_saved_formats make at these
 # versions too); the whole suite runs them.
 test-lowest: $(LOWEST)/spark.jsa
-	$(LOWEST)/bin/pytest -n 2 $(PARALLEL) -m "not slow" -p no:cacheprovider \
+	$(LOWEST)/bin/pytest -n 2 $(PARALLEL) -m "not slow or spark_line" -p no:cacheprovider \
 		--ignore=tests/tableau/test_publish.py
 
 test-spark40: $(SPARK40)/spark.jsa
-	$(SPARK40)/bin/pytest -n 1 $(PARALLEL) -m "spark and not slow" -p no:cacheprovider
+	$(SPARK40)/bin/pytest -n 1 $(PARALLEL) -m "spark and (not slow or spark_line)" \
+		-p no:cacheprovider
 
 # Without pyspark: the Python frames, unit-test contexts, checks and quality sensor, and of
 # the publish and emulator the modules that publish to a running emulator (a galaxy, its

@@ -106,6 +106,11 @@ SPARK_MODULES = {
 }
 
 
+#: Spark paths the fast tests do not reach (a standalone cluster, a Connect server): slow,
+#: and run on every Spark line all the same (marker `spark_line`, make test's suites).
+SPARK_LINE_MODULES = {"test_cluster.py", "test_remote_spark.py"}
+
+
 def pytest_ignore_collect(collection_path: Path) -> bool | None:
     """Without pyspark, the Spark modules are not collected (the rest are, and run)."""
     return True if not HAS_PYSPARK and collection_path.name in SPARK_MODULES else None
@@ -119,6 +124,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         fixtures = getattr(item, "fixturenames", ())
         if item.path.name in SPARK_MODULES or "spark" in fixtures or "spark" in params:
             item.add_marker(pytest.mark.spark)
+        if item.path.name in SPARK_LINE_MODULES:
+            item.add_marker(pytest.mark.spark_line)
 
     def rank(item: pytest.Item) -> int:
         name = item.path.name

@@ -22,6 +22,7 @@ JOB = Path(__file__).parent / "thin_client_job.py"
 
 pytestmark = [
     pytest.mark.spark,
+    pytest.mark.slow,
     pytest.mark.skipif(
         not CLIENT, reason="HYPER_ASSETS_THIN_CLIENT_PYTHON unset (make test sets it)"
     ),
