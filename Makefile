@@ -31,6 +31,7 @@ PARALLEL := --dist loadfile --no-loadscope-reorder --durations=25
 .PHONY: test envs typecheck test-all test-fast test-lowest test-lowest-logged test-spark40 \
 	test-spark40-logged test-nospark test-nospark-logged lint demo ui bench bench-scale bench-galaxy bench-home java browser azurite clean
 
+# The suites' Spark environments have Spark Connect's Python client too (grpcio...).
 WITH_SPARK := .[dev,spark]
 # $(call venv,DIR,PYTHON,VERSION,REQUIREMENTS): a virtual environment with uv in it.
 define venv
@@ -42,7 +43,7 @@ define venv
 endef
 
 $(STAMP): pyproject.toml | java
-	$(call venv,$(VENV),$(PYTHON),3.13,-e '$(WITH_SPARK)')
+	$(call venv,$(VENV),$(PYTHON),3.13,-e '$(WITH_SPARK)' 'pyspark[connect]')
 
 # Spark needs Java 17+: install Debian's JRE when we are root with apt, else say what to do.
 java:
@@ -140,7 +141,7 @@ envs:
 
 # The fast tests again with the lowest version of each dependency pyproject.toml allows.
 $(LOWEST)/.installed: pyproject.toml constraints-lowest.txt
-	$(call venv,$(LOWEST),$(LOWEST_PYTHON),3.11,-e '$(WITH_SPARK)' -c constraints-lowest.txt)
+	$(call venv,$(LOWEST),$(LOWEST_PYTHON),3.11,-e '$(WITH_SPARK)' 'pyspark[connect]' -c constraints-lowest.txt)
 
 $(SPARK40)/.installed: pyproject.toml
 	$(call venv,$(SPARK40),$(SPARK40_PYTHON),3.12,-e '$(WITH_SPARK)' 'pyspark[connect]==4.0.*')
