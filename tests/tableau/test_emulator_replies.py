@@ -194,6 +194,7 @@ NEW_SERVER_INFO = {  # required by REST API 3.28; the recorded server (10.1) pre
     "serverInfo/serverSettings": "serverInfo",
     **{f"serverInfo/serverSettings/{name}": "serverSettings" for name in SERVER_SETTINGS},
 }
+RETIRED_ASK_DATA = "Ask Data was retired: REST API 3.28's dataSourceType has no askData"
 
 KINDS = {
     "server info": Kind(("server_info_get.xml",), required=NEW_SERVER_INFO),
@@ -235,23 +236,9 @@ KINDS = {
             for part in ("job@mode", "job@type", "job@progress", "job@finishCode")
         },
     ),
-    "publish job": Kind(
+    "publish job": Kind(  # without a type element: REST API 3.28 defines none for a publish
         (DONE_JOB,),
-        extra={"job@startedAt": Shown(UPDATE_JOB, "job@startedAt", "a job that ran says when")}
-        | counterpart(
-            "job/publishDatasourceJob",
-            UPDATE_JOB,
-            "job/updateUploadedFileJob",
-            (),
-            "no recording shows a publish job's type element; ours is named like an update's",
-        )
-        | counterpart(
-            "job/publishDatasourceJob/datasource",
-            UPDATE_JOB,
-            "job/updateUploadedFileJob/datasource",
-            ("id", "name"),
-            "it names the data source, as an update job's does",
-        ),
+        extra={"job@startedAt": Shown(UPDATE_JOB, "job@startedAt", "a job that ran says when")},
         unsent=REFRESH_JOB,
         values={
             "job@mode": ASYNCHRONOUS["job@mode"],
@@ -274,23 +261,13 @@ KINDS = {
         extra=newer(
             "datasource", ALL_FIELDS_DS, "datasources/datasource", *DS_ATTRIBUTES, "webpageUrl"
         ),
-        unsent={"datasource/tags/tag": NO_TAGS, "datasource/tags/tag@label": NO_TAGS},
-        values={"datasource@type": "hyper"}
-        | {
-            "datasource/askData@enablement": recorded_value(
-                "datasource_get_by_id.xml", "datasource/askData@enablement"
-            )
-        },
+        unsent={"datasource/tags/tag": NO_TAGS, "datasource/tags/tag@label": NO_TAGS}
+        | {"datasource/askData": RETIRED_ASK_DATA, "datasource/askData@enablement": "as above"},
+        values={"datasource@type": "hyper"},
     ),
-    "connections": Kind(
+    "connections": Kind(  # no serverPort: a .hyper file has no server, as recorded
         ("datasource_populate_connections.xml",),
-        extra=newer(
-            "connections/connection",
-            "datasource_connections_update.xml",
-            "connections/connection",
-            "serverPort",
-        )
-        | counterpart(
+        extra=counterpart(
             "connections/connection/datasource",
             "workbook_populate_connections.xml",
             "connections/connection/datasource",
