@@ -149,6 +149,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return DemoOnce(config, log)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _rest_bodies() -> Iterator[Any]:
+    """Every XML reply of an emulator in this process and every XML request of our client,
+    recorded from the start of the session (`tests/rest_schema.py`)."""
+    from rest_schema import RestBodies
+
+    bodies = RestBodies()
+    with pytest.MonkeyPatch.context() as patch:
+        bodies.install(patch)
+        yield bodies
+
+
+@pytest.fixture(autouse=True)
+def rest_xml(_rest_bodies: Any) -> Iterator[Any]:
+    """Fails the test, at its teardown, if an XML body sent during it (or during a fixture
+    it set up) breaks Tableau's REST schema, ts-api_3_28.xsd."""
+    yield _rest_bodies
+    violations = _rest_bodies.violations()
+    if violations:
+        pytest.fail("\n".join(violations), pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def hyper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedHyper]:
     """A real hyperd for tests that work on `.hyper` files directly."""

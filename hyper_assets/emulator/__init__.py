@@ -35,7 +35,7 @@ from hyper_assets.emulator.store import Site, Sites, UploadStore
 #: (configurable on a real one); above it the server answers 413. The client's own
 #: batch size is `hyper_assets.tableau._publish.publish.DEFAULT_MAX_PAYLOAD_BYTES`.
 SERVER_MAX_PAYLOAD_BYTES = 100 * MEGABYTE
-DEFAULT_API_VERSION = "3.24"
+DEFAULT_API_VERSION = "3.28"  # what Tableau Cloud serves; paths of any version are answered
 
 
 class Emulator:

@@ -24,11 +24,10 @@ def list_datasources(api: Api, request: Request) -> Reply:
 
 
 def get_datasource(api: Api, request: Request) -> Reply:
-    node = datasource_node(request, request.on_site.datasource(request.groups["ds"]))
-    # As recorded from a real server (datasource_get_by_id.xml): one data source's reply
-    # also carries its Ask Data setting, which the emulator leaves at the site's default.
-    node.children.append(Node("askData", {"enablement": "SiteDefault"}))
-    return Reply(200, [node])
+    # Without the `<askData>` the 2.3 recording (datasource_get_by_id.xml) has: Ask Data
+    # was retired, and REST API 3.28's dataSourceType has no such element.
+    datasource = request.on_site.datasource(request.groups["ds"])
+    return Reply(200, [datasource_node(request, datasource)])
 
 
 def list_connections(api: Api, request: Request) -> Reply:
@@ -39,8 +38,7 @@ def list_connections(api: Api, request: Request) -> Reply:
             "id": datasource.connection_id,
             "type": "hyper",
             "embedPassword": "false",
-            "serverAddress": "",
-            "serverPort": "",
+            "serverAddress": "",  # a .hyper file has no server, hence no serverPort
             "userName": "",
         },
         [Node("datasource", {"id": datasource.id, "name": datasource.name})],

@@ -13,16 +13,28 @@ from hyper_assets.emulator.wire import Node, bad_request, parse_json, parse_xml
 if TYPE_CHECKING:
     from hyper_assets.emulator.server import Api
 
-PRODUCT_VERSION = "2024.2.0"
-BUILD = "20242.24.0711.1636"
+PRODUCT_VERSION = "2026.1.0"  # the release of REST API 3.28, which Tableau Cloud serves
+BUILD = "20261.26.0000.0000"  # the emulator's own, of the pattern ts-api_3_28.xsd gives
 
 
 def server_info(api: Api, request: Request) -> Reply:
+    """What ts-api_3_28.xsd requires, in its order. `platform`, `prepConductorVersion` and
+    `serverSettings` are in no recorded reply (those predate them): their values are the
+    emulator's, saying it offers no OAuth, offline interaction or sheet images."""
+    settings = {
+        "oAuthEnabled": "false",
+        "offlineInteractionSupportedPhase": "0",
+        "sheetImageMaxAgeCeiling": "0",
+        "sheetImageMaxAgeFloor": "0",
+    }
     info = Node(
         "serverInfo",
         children=[
+            Node("platform", text="linux"),
+            Node("prepConductorVersion", text=BUILD),
             Node("productVersion", {"build": BUILD}, text=PRODUCT_VERSION),
             Node("restApiVersion", text=api.api_version),
+            Node("serverSettings", children=[Node(k, text=v) for k, v in settings.items()]),
         ],
     )
     return Reply(200, [info])

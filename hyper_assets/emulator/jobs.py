@@ -39,9 +39,9 @@ class Job:
     id: str
     site_id: str
     type: str  # UPDATE or PUBLISH
-    work: Callable[[Progress], Datasource]  # runs the job; the data source it changed
+    work: Callable[[Progress], object]  # runs the job
     file: Path | None  # the payload or the published file, deleted when the job ends
-    datasource: Datasource | None = None  # a publish job's is known once it has run
+    datasource: Datasource | None = None  # the one an update changes (replies name it)
     connection_id: str = ""
     created_at: datetime = field(default_factory=now)
     started_at: datetime | None = None
@@ -97,18 +97,17 @@ class JobRunner:
         actions: list[Action],
         payload: Path | None,
     ) -> Job:
-        def work(progress: Progress) -> Datasource:
+        def work(progress: Progress) -> None:
             with datasource.lock:
                 endpoint = self._endpoint()
                 apply_batch(endpoint, datasource.path, payload, actions, on_progress=progress)
-            return datasource
 
         job = Job(str(uuid.uuid4()), site_id, UPDATE, work, payload, datasource, connection_id)
         with self._lock:
             self._request_ids[(site_id, request_id)] = (job, job.created_at)
         return self._queue_job(job)
 
-    def submit_publish(self, site_id: str, publish: Callable[[], Datasource], staged: Path) -> Job:
+    def submit_publish(self, site_id: str, publish: Callable[[], object], staged: Path) -> Job:
         """Run `publish` (which moves `staged` in) as a job, as `asJob=true` asks."""
         return self._queue_job(
             Job(str(uuid.uuid4()), site_id, PUBLISH, lambda progress: publish(), staged)
@@ -165,7 +164,7 @@ class JobRunner:
         try:
             if injected is not None:
                 raise HyperAssetsError(injected)
-            job.datasource = job.work(job.report)
+            job.work(job.report)
         except RestApiError as err:  # a refused publish: the server's own words
             finish, notes = FAILED, err.detail
         except HyperAssetsError as err:

@@ -11,8 +11,8 @@ A request is `<tsRequest><dataQualityWarning type=".." isActive=".." isSevere=".
 message=".."/></tsRequest>` (or the same as JSON); replies carry the element TSC reads
 (`dqw_by_content_type.xml`, recorded from a real server). TSC's `update_dqw` PUTs to the
 content's path instead of the warning's: that updates the content's only warning.
-Like Tableau Server 2024.2 (the version the emulator reports), a content holds at most
-one warning: a second add is refused with 409. The emulator keeps warnings in memory.
+As on Tableau Server 2024.2 (the emulator has no other release's rule), a content holds
+at most one warning: a second add is refused with 409. The emulator keeps warnings in memory.
 """
 
 from __future__ import annotations

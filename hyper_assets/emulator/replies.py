@@ -98,7 +98,7 @@ def job_node(job: Job) -> Node:
     if job.completed_at is not None:
         attrs["completedAt"] = stamp(job.completed_at)
         attrs["finishCode"] = str(job.finish_code)
-    return Node("job", attrs, [_job_detail_node(job, job.notes)])
+    return Node("job", attrs, [_update_node(job, job.notes)] if job.type == UPDATE else [])
 
 
 def accepted_job_node(job: Job) -> Node:
@@ -109,19 +109,19 @@ def accepted_job_node(job: Job) -> Node:
     attrs = {"id": job.id, "mode": "Asynchronous", "type": job.type}
     created = stamp(job.created_at)
     if job.type == UPDATE:
-        return Node("job", {**attrs, "createdAt": created}, [_job_detail_node(job, None)])
+        return Node("job", {**attrs, "createdAt": created}, [_update_node(job, None)])
     return Node("job", {**attrs, "progress": "0", "createdAt": created, "finishCode": "1"})
 
 
-def _job_detail_node(job: Job, notes: str | None) -> Node:
-    """The job-type element: as recorded from real servers, the notes sit inside it
-    (`publishDatasourceJob` is the emulator's name: no recording shows a publish job's)."""
-    children = []
-    if job.datasource is not None:
-        children.append(Node("datasource", {"id": job.datasource.id, "name": job.datasource.name}))
-    if job.type == UPDATE:
-        children.append(Node("connectionLuid", text=job.connection_id))
+def _update_node(job: Job, notes: str | None) -> Node:
+    """An update job's type element, as recorded from real servers: the data source, the
+    connection, and the notes (inside it). A publish job has none: REST API 3.28's schema
+    defines no type element for one, so a failed publish carries no notes."""
+    assert job.datasource is not None  # an update names the data source it changes
+    children = [
+        Node("datasource", {"id": job.datasource.id, "name": job.datasource.name}),
+        Node("connectionLuid", text=job.connection_id),
+    ]
     if notes:
         children.append(Node("notes", text=notes))
-    element = "updateUploadedFileJob" if job.type == UPDATE else "publishDatasourceJob"
-    return Node(element, children=children)
+    return Node("updateUploadedFileJob", children=children)

@@ -17,7 +17,7 @@ from hyper_assets.emulator.errors import RestApiError
 
 NAMESPACE = "http://tableau.com/api"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
-SCHEMA = "https://help.tableau.com/samples/en-us/rest_api/ts-api_{}.xsd"  # {}: "3_24"
+SCHEMA = "https://help.tableau.com/samples/en-us/rest_api/ts-api_{}.xsd"  # {}: "3_28"
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 

@@ -6,7 +6,8 @@ and attribute (`job@mode`, `@xsi:schemaLocation` on `tsResponse`). Every part of
 kind's recordings (`recorded/`, copied unchanged from tableauserverclient's test assets)
 must be in the reply, unless `Kind.unsent` says why the emulator rightly lacks it; every
 part the emulator sends beyond them needs an entry in `Kind.extra` naming the recording
-that shows it (checked below). Values are compared where the protocol fixes them. A kind
+that shows it, or in `Kind.required` naming the type of ts-api_3_28.xsd that requires it
+(both checked below). Values are compared where the protocol fixes them. A kind
 whose element is recorded only inside a list (a data quality warning) says so in
 `Kind.moved`: the recorded element's parts are then looked for where the reply holds it.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from rest_schema import schema
 from tableauhyperapi import SqlType, TableDefinition
 
 from hyper_assets.emulator import DEFAULT_API_VERSION, Emulator
@@ -67,6 +69,7 @@ class Kind:
 
     recordings: tuple[str, ...]
     extra: Mapping[str, Shown] = field(default_factory=dict)  # sent, though not recorded
+    required: Mapping[str, str] = field(default_factory=dict)  # unrecorded -> schema type
     unsent: Mapping[str, str] = field(default_factory=dict)  # recorded, rightly not sent
     values: Mapping[str, str] = field(default_factory=dict)  # part -> value the protocol fixes
     moved: Moved | None = None  # the element recorded only elsewhere (inside a list)
@@ -117,6 +120,12 @@ def newer(at: str, recording: str, path: str, *names: str) -> dict[str, Shown]:
     """Attributes `names` of the element `at`, which a newer API version's recording shows
     at `path` (the 2.3 recordings predate them)."""
     return {f"{at}@{n}": Shown(recording, f"{path}@{n}", "a newer API's") for n in names}
+
+
+def schema_requires(type_name: str, element: str) -> bool:
+    """Whether ts-api_3_28.xsd's complex type `type_name` requires child `element`."""
+    children = schema().types[type_name].content.iter_elements()
+    return any(child.local_name == element and child.min_occurs > 0 for child in children)
 
 
 def counterpart(
@@ -174,8 +183,21 @@ def warning(at: str, fields: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+SERVER_SETTINGS = (
+    "oAuthEnabled",
+    "offlineInteractionSupportedPhase",
+    "sheetImageMaxAgeCeiling",
+    "sheetImageMaxAgeFloor",
+)
+NEW_SERVER_INFO = {  # required by REST API 3.28; the recorded server (10.1) predates them
+    **{f"serverInfo/{name}": "serverInfo" for name in ("platform", "prepConductorVersion")},
+    "serverInfo/serverSettings": "serverInfo",
+    **{f"serverInfo/serverSettings/{name}": "serverSettings" for name in SERVER_SETTINGS},
+}
+RETIRED_ASK_DATA = "Ask Data was retired: REST API 3.28's dataSourceType has no askData"
+
 KINDS = {
-    "server info": Kind(("server_info_get.xml",)),
+    "server info": Kind(("server_info_get.xml",), required=NEW_SERVER_INFO),
     "sign-in": Kind(("auth_sign_in.xml",)),
     "project create": Kind(
         ("project_create.xml",),
@@ -214,23 +236,9 @@ KINDS = {
             for part in ("job@mode", "job@type", "job@progress", "job@finishCode")
         },
     ),
-    "publish job": Kind(
+    "publish job": Kind(  # without a type element: REST API 3.28 defines none for a publish
         (DONE_JOB,),
-        extra={"job@startedAt": Shown(UPDATE_JOB, "job@startedAt", "a job that ran says when")}
-        | counterpart(
-            "job/publishDatasourceJob",
-            UPDATE_JOB,
-            "job/updateUploadedFileJob",
-            (),
-            "no recording shows a publish job's type element; ours is named like an update's",
-        )
-        | counterpart(
-            "job/publishDatasourceJob/datasource",
-            UPDATE_JOB,
-            "job/updateUploadedFileJob/datasource",
-            ("id", "name"),
-            "it names the data source, as an update job's does",
-        ),
+        extra={"job@startedAt": Shown(UPDATE_JOB, "job@startedAt", "a job that ran says when")},
         unsent=REFRESH_JOB,
         values={
             "job@mode": ASYNCHRONOUS["job@mode"],
@@ -253,23 +261,13 @@ KINDS = {
         extra=newer(
             "datasource", ALL_FIELDS_DS, "datasources/datasource", *DS_ATTRIBUTES, "webpageUrl"
         ),
-        unsent={"datasource/tags/tag": NO_TAGS, "datasource/tags/tag@label": NO_TAGS},
-        values={"datasource@type": "hyper"}
-        | {
-            "datasource/askData@enablement": recorded_value(
-                "datasource_get_by_id.xml", "datasource/askData@enablement"
-            )
-        },
+        unsent={"datasource/tags/tag": NO_TAGS, "datasource/tags/tag@label": NO_TAGS}
+        | {"datasource/askData": RETIRED_ASK_DATA, "datasource/askData@enablement": "as above"},
+        values={"datasource@type": "hyper"},
     ),
-    "connections": Kind(
+    "connections": Kind(  # no serverPort: a .hyper file has no server, as recorded
         ("datasource_populate_connections.xml",),
-        extra=newer(
-            "connections/connection",
-            "datasource_connections_update.xml",
-            "connections/connection",
-            "serverPort",
-        )
-        | counterpart(
+        extra=counterpart(
             "connections/connection/datasource",
             "workbook_populate_connections.xml",
             "connections/connection/datasource",
@@ -492,8 +490,9 @@ def differences(kind: Kind, reply: ET.Element) -> list[str]:
     recorded = recorded_parts(kind)
     found = [f"root {reply.tag}"] if reply.tag != "{http://tableau.com/api}tsResponse" else []
     found += [f"lacks recorded {p}" for p in sorted(recorded - have - kind.unsent.keys())]
-    found += [f"sends unrecorded {p}" for p in sorted(have - recorded - kind.extra.keys())]
-    found += [f"extra {p} is not sent: drop it" for p in sorted(kind.extra.keys() - have)]
+    allowed = kind.extra.keys() | kind.required.keys()
+    found += [f"sends unrecorded {p}" for p in sorted(have - recorded - allowed)]
+    found += [f"extra {p} is not sent: drop it" for p in sorted(allowed - have)]
     found += [f"unsent {p} is sent: drop it" for p in sorted(kind.unsent.keys() & have)]
     for part, value in kind.values.items():
         sent = values_at(reply, part)
@@ -513,13 +512,17 @@ def test_every_reply_has_every_part_of_its_recordings_and_no_unjustified_other(
 
 @pytest.mark.parametrize("name", sorted(KINDS))
 def test_the_allow_lists_say_what_the_recordings_show(name: str) -> None:
-    """`extra` entries cite what their recording has and their kind's lack; `unsent`
-    entries name parts their kind's recordings have."""
+    """`extra` entries cite what their recording has and their kind's lack; `required`
+    entries name what the schema requires; `unsent` entries name parts their kind's
+    recordings have."""
     kind = KINDS[name]
     recorded = recorded_parts(kind)
     for part, shown in kind.extra.items():
         assert part not in recorded, f"{part} is recorded: no allow-list entry needed"
         assert shown.path in parts(load(shown.recording)), (part, shown)
+    for part, type_name in kind.required.items():
+        assert part not in recorded, f"{part} is recorded: no allow-list entry needed"
+        assert schema_requires(type_name, part.rpartition("/")[2]), (part, type_name)
     assert kind.unsent.keys() <= recorded
     if kind.moved:  # an element every recording of the kind has
         assert all(kind.moved.recorded in parts(load(r)) for r in kind.recordings), kind.moved
