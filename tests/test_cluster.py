@@ -12,6 +12,7 @@ runs first, and the Connect server (module-scoped) starts only after it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -84,6 +85,14 @@ def assert_executors_used_staging(cluster: SparkCluster, app_id: str, staging: P
     assert "table.parquet" in logs  # the load: Hyper's export, read by the executors
 
 
+#: Where the classic DataFrame class lives: its own module from Spark 4.0 on.
+CLASSIC_FRAMES = (
+    "pyspark.sql.classic.dataframe"
+    if importlib.util.find_spec("pyspark.sql.classic")
+    else "pyspark.sql.dataframe"
+)
+
+
 def app_named(cluster: SparkCluster, kind: str, name: str) -> dict[str, Any]:
     (app,) = [a for a in cluster.state()[kind] if a["name"] == name]
     return app
@@ -98,7 +107,7 @@ def test_classic_session_with_a_spark_master(hyper, spark_cluster, tmp_path):
     }
     output, database, staging = run_job(config, tmp_path)
     assert output == {
-        "frames": ["pyspark.sql.classic.dataframe"],
+        "frames": [CLASSIC_FRAMES],
         "masters": [spark_cluster.master_url],
     }
     assert_written_replaced_and_loaded(hyper, database, staging)
