@@ -110,10 +110,12 @@ def serve_moto(delay: Synchronized, ready: Connection) -> None:
     server.serve_forever()
 
 
-def objects(bucket: str) -> dict[str, int]:
+def objects(bucket: str, prefix: str) -> dict[str, int]:
+    """The sizes of the objects under `prefix` by their keys."""
     import boto3
 
-    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    listing = boto3.client("s3").get_paginator("list_objects_v2")
+    pages = listing.paginate(Bucket=bucket, Prefix=prefix)
     return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
 
 
@@ -240,7 +242,7 @@ def measure(data: Dataset, bucket: str, work: Path, link: Link) -> dict[str, Any
     warm = work / f"{data.name}-warm"
     out: dict[str, Any] = {"rows": data.table.num_rows}
     out["load_seconds"] = write(asset, uri, warm, keys)
-    out["load_uploaded"] = sum(objects(bucket).values())
+    out["load_uploaded"] = sum(objects(bucket, f"{data.name}/").values())
     file = warm / f"{data.name}.hyper"
     out["file_bytes"] = file.stat().st_size
     before = work / f"{data.name}-before.hyper"
@@ -253,9 +255,10 @@ def measure(data: Dataset, bucket: str, work: Path, link: Link) -> dict[str, Any
         pass
 
     out["write_local_seconds"] = write(asset, str(local), None, [data.rewritten])
-    stored = objects(bucket)
+    stored = objects(bucket, f"{data.name}/")
     out["write_home_seconds"] = write(asset, uri, warm, [data.rewritten])
-    out["write_uploaded"] = sum(n for k, n in objects(bucket).items() if k not in stored)
+    added = objects(bucket, f"{data.name}/").items()
+    out["write_uploaded"] = sum(n for k, n in added if k not in stored)
     out["file_bytes_after"] = file.stat().st_size
     out["chunks"] = {size: changed_chunks(before, file, size) for size in CHUNK_SIZES}
     out["chunk_size"] = chunks.CHUNK_SIZE
