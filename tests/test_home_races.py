@@ -7,7 +7,10 @@ of a collection after a commit that failed."""
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,10 +20,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from dagster import AssetsDefinition, DailyPartitionsDefinition, asset, materialize
-from helpers import generation, home_rows, store_home, working_copy
+from helpers import contents, generation, home_rows, store_home, working_copy
 from object_stores import StoreProxy
 
 from hyper_assets import HyperIOManager
+from hyper_assets._home.chunks import CHUNK_SIZE
 from hyper_assets._home.collect import collect, collect_quietly
 from hyper_assets._home.generations import Generations
 from hyper_assets._home.home import HomeSettings, HyperDatabase
@@ -63,6 +67,10 @@ def through(proxy: StoreProxy, **settings: Any) -> HomeSettings:
 
 def is_manifest(method: str, path: str) -> bool:
     return method == "PUT" and "/manifest/" in path
+
+
+def is_chunk(method: str, path: str) -> bool:
+    return method == "PUT" and "/chunks/" in path
 
 
 def append(uri: str, label: str, settings: HomeSettings) -> bool:
@@ -264,3 +272,57 @@ def test_a_collection_the_store_failed_warns_that_the_write_is_committed(
     warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "is committed" in warned[0], warned
     assert "AccessDenied" in warned[0] and "nothing was committed" not in warned[0]
+
+
+def test_a_commit_puts_its_chunks_several_at_once(bucket, proxy, tmp_path):
+    """The first chunk's put is held at the proxy: the commit's eleven other chunks reach
+    the store meanwhile (one at a time, none would), and once it is let through the
+    commit completes, a fresh copy holding the same bytes."""
+    home = store_home(bucket)
+    generations = Generations(home.connect(through(proxy)), home.uri, home.name, concurrency=4)
+    body = os.urandom(12 * CHUNK_SIZE)
+    copy = working_copy(tmp_path / "w", **{"shop.hyper": body})
+    proxy.stall(is_chunk)
+    with ThreadPoolExecutor(1) as pool:
+        committing = pool.submit(generations.commit, None, copy, "lease")
+        assert proxy.reached.wait(30)
+        deadline = time.monotonic() + 30
+        while sum(is_chunk(*r) for r in proxy.requests) < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        put_while_held = sum(is_chunk(*r) for r in proxy.requests)
+        assert not committing.done()
+        proxy.heal()
+        one = committing.result(60)
+    assert put_while_held == 12
+    fresh = working_copy(tmp_path / "fresh")
+    generations.download(one, fresh)
+    assert contents(fresh) == {"shop.hyper": body}
+
+
+def test_a_chunk_put_refused_mid_upload_commits_nothing_and_changes_nothing(
+    bucket, proxy, tmp_path
+):
+    """The 10th of a commit's 41 chunk puts is refused (403) while others are under way:
+    the commit fails naming the store, no manifest is sent, the home's current
+    generation and the working copy are as they were, and no put of it goes on after
+    the error. The commit sent again succeeds."""
+    home = store_home(bucket)
+    direct = Generations(home.connect(), home.uri, home.name)
+    one = direct.commit(None, working_copy(tmp_path / "a", **{"shop.hyper": b"one"}), "first")
+    body = os.urandom(40 * CHUNK_SIZE + 100)
+    copy = working_copy(tmp_path / "w", **{"shop.hyper": body})
+    generations = Generations(home.connect(through(proxy)), home.uri, home.name, concurrency=8)
+    counted = itertools.count(1)
+    proxy.refuse(lambda method, path: is_chunk(method, path) and next(counted) == 10)
+    with pytest.raises(HomeStoreError, match="nothing was committed"):
+        generations.commit(one, copy, "second")
+    assert proxy.reached.is_set()
+    assert not [t for t in threading.enumerate() if t.name.startswith("hyper-chunks")]
+    assert not [r for r in proxy.requests if is_manifest(*r)]
+    assert direct.numbers() == [1] and direct.current() == one
+    assert contents(copy) == {"shop.hyper": body} and copy.generation() is None
+
+    two = generations.commit(one, copy, "second")
+    fresh = working_copy(tmp_path / "fresh")
+    direct.download(direct.current(), fresh)
+    assert direct.current() == two and contents(fresh) == {"shop.hyper": body}

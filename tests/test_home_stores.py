@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import obstore
 import pyarrow as pa
 import pytest
 from dagster import DagsterInstance, EnvVar, asset, materialize
-from helpers import query
+from helpers import contents, query
 from object_stores import (
     AZURITE_ACCOUNT,
     AZURITE_KEY,
@@ -35,6 +36,7 @@ from object_stores import (
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
 from hyper_assets import HyperIOManager, UnsupportedHomeError
+from hyper_assets._home.chunks import CHUNK_SIZE, Transfer
 from hyper_assets._home.generations import Generations, WorkingCopy
 from hyper_assets._home.home import HomeSettings, HyperDatabase, parse_home
 from hyper_assets._home.lease import Lease
@@ -49,6 +51,7 @@ from hyper_assets._home.stores import (
 )
 from hyper_assets.errors import (
     ConfigurationError,
+    CorruptFileError,
     HomeConflictError,
     HomeStoreError,
     LeaseLostError,
@@ -266,6 +269,77 @@ def test_of_two_commits_from_one_generation_the_second_is_refused(home_uri, tmp_
     (tmp_path / "c").mkdir()
     assert generations.download(generations.current(), fresh)
     assert fresh.database.read_bytes() == b"a"
+
+
+def test_chunks_moved_several_at_once_arrive_byte_for_byte(home_uri, tmp_path):
+    """A file of 41 chunks and a tail, two of its chunks alike, and an outbox file beside
+    it, committed 8 chunks at once: each distinct chunk is stored once, under the
+    generation's token. Fresh copies downloaded 8 at once and one at a time hold the
+    same bytes; after a commit of two changed chunks, a copy one generation behind
+    fetches those two only."""
+    home = home_of(home_uri)
+    store = home.connect()
+    generations = Generations(store, home.uri, home.name, concurrency=8)
+    twice = os.urandom(CHUNK_SIZE)
+    body = bytearray(
+        os.urandom(20 * CHUNK_SIZE) + twice + os.urandom(19 * CHUNK_SIZE) + twice + b"tail"
+    )
+    outbox = os.urandom(3 * CHUNK_SIZE + 7)
+    copy = working_copy(tmp_path / "w", bytes(body))
+    (copy.directory / "shop.hyper.outbox").mkdir()
+    (copy.directory / "shop.hyper.outbox" / "1.json").write_bytes(outbox)
+    one = generations.commit(None, copy, "l")
+    total = len(body) + len(outbox)
+    assert generations.sent == Transfer(moved=total - CHUNK_SIZE, kept=CHUNK_SIZE)
+    stored = {m["path"] for batch in obstore.list(store, "chunks/") for m in batch}
+    assert stored == one.keys and len(stored) == 45  # 42 + 4 parts, two alike
+    assert all(key.endswith(f".{one.token}") for key in stored)
+
+    expected = {"shop.hyper": bytes(body), "shop.hyper.outbox/1.json": outbox}
+    for concurrency in (8, 1):
+        fresh = WorkingCopy(tmp_path / f"fresh-{concurrency}", "shop.hyper")
+        fresh.directory.mkdir()
+        at = Generations(store, home.uri, home.name, concurrency)
+        assert at.download(one, fresh) == Transfer(moved=total)
+        assert contents(fresh) == expected
+
+    body[3 * CHUNK_SIZE] ^= 0xFF
+    body[30 * CHUNK_SIZE + 5] ^= 0xFF
+    copy.database.write_bytes(bytes(body))
+    two = generations.commit(one, copy, "l")
+    assert generations.sent == Transfer(moved=2 * CHUNK_SIZE, kept=total - 2 * CHUNK_SIZE)
+    behind = WorkingCopy(tmp_path / "fresh-1", "shop.hyper")
+    assert generations.download(two, behind) == Transfer(2 * CHUNK_SIZE, total - 2 * CHUNK_SIZE)
+    assert contents(behind) == {**expected, "shop.hyper": bytes(body)}
+
+
+def test_a_corrupted_chunk_is_refused_by_its_sha256_and_the_copy_keeps_its_bytes(
+    home_uri, tmp_path
+):
+    """One chunk of the current generation overwritten with other bytes of its size: a
+    copy one generation behind, downloading 8 chunks at once, is refused with
+    `CorruptFileError` naming that chunk; its file keeps the bytes it held and no
+    partial file is left."""
+    home = home_of(home_uri)
+    store = home.connect()
+    generations = Generations(store, home.uri, home.name, concurrency=8)
+    first = os.urandom(32 * CHUNK_SIZE)
+    copy = working_copy(tmp_path / "w", first)
+    one = generations.commit(None, copy, "l")
+    behind = WorkingCopy(tmp_path / "behind", "shop.hyper")
+    behind.directory.mkdir()
+    generations.download(one, behind)
+    second = bytearray(first)
+    second[5 * CHUNK_SIZE] ^= 0xFF
+    second[25 * CHUNK_SIZE] ^= 0xFF
+    copy.database.write_bytes(bytes(second))
+    two = generations.commit(one, copy, "l")
+    corrupted = two.files[0].parts[25].key
+    obstore.put(store, corrupted, os.urandom(CHUNK_SIZE))
+    with pytest.raises(CorruptFileError, match=rf"{re.escape(corrupted)} does not hold .*SHA-256"):
+        generations.download(two, behind)
+    assert behind.database.read_bytes() == first
+    assert sorted(p.name for p in behind.directory.iterdir()) == ["shop.hyper"]
 
 
 def test_the_lease_takes_turns_expires_and_fences(home_uri):

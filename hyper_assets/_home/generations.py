@@ -209,8 +209,11 @@ def first_line(error: BaseException) -> str:
 class Generations:
     """The generations of one extract in `store` (rooted at the home's prefix)."""
 
-    def __init__(self, store: ObjectStore, where: str, name: str) -> None:
+    def __init__(
+        self, store: ObjectStore, where: str, name: str, concurrency: int = chunks.CONCURRENCY
+    ) -> None:
         self.store, self.where, self.name = store, where, name
+        self.concurrency = concurrency  # chunks moved at once
         self.sent = Transfer()  # by the last commit
 
     def current(self) -> Manifest | None:
@@ -251,7 +254,7 @@ class Generations:
         files, self.sent = [], Transfer()
         with store_errors(self.where):
             for path, local in working.files():
-                parts, transfer = chunks.upload(self.store, local, named, token)
+                parts, transfer = chunks.upload(self.store, local, named, token, self.concurrency)
                 files.append(StoredFile(path, sum(p.size for p in parts), parts))
                 self.sent += transfer
             if base is not None and tuple(files) == base.files:
@@ -343,7 +346,9 @@ class Generations:
             for stored in files:
                 target = working.directory / stored.path
                 target.parent.mkdir(parents=True, exist_ok=True)
-                transfer += chunks.download(self.store, stored.parts, target, self.where)
+                transfer += chunks.download(
+                    self.store, stored.parts, target, self.where, self.concurrency
+                )
         working.mark(manifest)
         return transfer
 

@@ -28,6 +28,7 @@ from pydantic import Field, ModelWrapValidatorHandler, model_validator
 
 from hyper_assets._base.env import changed, from_env
 from hyper_assets._engine.resource import HyperResource
+from hyper_assets._home import chunks
 from hyper_assets._home.collect import collect_quietly
 from hyper_assets._home.generations import Generations, Manifest, WorkingCopy
 from hyper_assets._home.lease import Lease
@@ -73,6 +74,12 @@ class HomeSettings(StoreCredentials):
         ge=1,
         description="How many of the newest generations are kept: every this-many-th "
         "commit deletes the chunks none of them names (old generations', killed writers').",
+    )
+    transfer_concurrency: int = Field(
+        default=chunks.CONCURRENCY,
+        ge=1,
+        description="How many chunks a download or a commit moves at once (each is one "
+        "request to the store, which answers after its latency); 1: one at a time.",
     )
     keep_seconds: float = Field(
         default=3600.0,
@@ -154,14 +161,17 @@ class HyperDatabase(ConfigurableResource):
         directory.mkdir(parents=True, exist_ok=True)
         return WorkingCopy(directory, home.name)
 
+    def _generations(self, home: StoreHome) -> Generations:
+        store = home.connect(self.settings)
+        return Generations(store, home.uri, home.name, self.settings.transfer_concurrency)
+
     @contextmanager
     def _leased(self, home: StoreHome, working: WorkingCopy) -> Iterator[_Held]:
         """The home's lease, and `working` brought to the current generation; the caller
         commits (the lease is released when the block ends)."""
-        store = home.connect(self.settings)
-        generations = Generations(store, home.uri, home.name)
+        generations = self._generations(home)
         timeout = self.hyper.lock_timeout_seconds
-        with Lease(store, home.uri, self.settings.lease_seconds, timeout) as lease:
+        with Lease(generations.store, home.uri, self.settings.lease_seconds, timeout) as lease:
             held = _Held(generations, working, lease, generations.current(), self.settings)
             generations.download(held.base, working)
             working.changing()
@@ -212,8 +222,7 @@ class HyperDatabase(ConfigurableResource):
         current generation (downloaded only if it holds another)."""
         home = self.home
         if isinstance(home, StoreHome):
-            store = home.connect(self.settings)
-            generations = Generations(store, home.uri, home.name)
+            generations = self._generations(home)
             working = self._working(home)
             with self.hyper.lock(working.database):
                 generations.download(generations.current(), working)
