@@ -51,7 +51,7 @@ def test_the_docs_import_only_public_names():
 
 def test_the_docs_import_modules_only_where_they_are_public():
     """Besides the package, the docs import only the two modules `__init__` calls public;
-    the names the README says the action module has are there."""
+    the names docs/api.md says the action module has are there."""
     from hyper_assets.tableau import actions
 
     modules = {
