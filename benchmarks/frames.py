@@ -4,8 +4,8 @@ Run: `.venv/bin/python benchmarks/frames.py [--rows N]`. One process stores N ro
 (bigint, double, 24-character string) as a one-pass `pyarrow.RecordBatchReader` output;
 then each input annotation loads the table in a fresh process of its own, and the
 benchmark prints that process's peak RSS above what it held before the run, and above a
-baseline run that loads nothing, next to the table's size in Arrow. README.md (Python
-frames) quotes these ratios.
+baseline run that loads nothing, next to the table's size in Arrow. docs/python-frames.md
+quotes these ratios.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
    for the two roles of `airports`, each equal `airports`.
 
 Every run, materialisation and check result is recorded in data/dagster_home/, the
-instance `make ui` opens. 2013-12-31 is left to land while the UI runs (the README's
+instance `make ui` opens. 2013-12-31 is left to land while the UI runs (docs/demo.md's
 walk-through). Running it again is safe: partitions are replaced, not appended, the file
 is compacted once the year it replaced is half the rows it holds, and the publish sends
 only what changed.
@@ -55,7 +55,7 @@ from hyper_assets.tableau._publish.model import read_model
 SENSOR_DAY = LAST_DAY - dt.timedelta(days=1)
 #: The history's last day: it lands and loads before the sensors' day.
 HISTORY_END = SENSOR_DAY - dt.timedelta(days=1)
-#: Left for the README's walk-through: land it while `make ui` runs.
+#: Left for docs/demo.md's walk-through: land it while `make ui` runs.
 YOUR_DAY = LAST_DAY
 #: The terminal tells the story: runs print warnings and errors only (the UI has it all).
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -1,7 +1,9 @@
 """A first run: a dimension and a daily fact from Spark into one star-schema .hyper.
 
-`make demo` runs this until the nycflights13 code location lands. It materialises the
-dimension, three days of the fact, one of them twice, and prints what the file holds.
+Run it from the repository's root with `.venv/bin/python examples/quickstart.py` (after
+`make demo` or `make test` built `.venv`); nothing else runs it. It materialises the
+dimension, three days of the fact, one of them twice, and prints what the file holds
+(into `data/quickstart.hyper`). `make demo` runs the nycflights13 demo (`python -m demo`).
 """
 
 from __future__ import annotations

@@ -118,3 +118,7 @@ from .tableau._rest.quality import (
     QualityWarning as QualityWarning,
     set_quality_warning as set_quality_warning,
 )
+
+__version__: str
+"""The installed distribution's version (`importlib.metadata`), or "0+unknown" when the
+package was never installed."""

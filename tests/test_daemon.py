@@ -1,4 +1,4 @@
-"""The demo under a real `dagster dev` (webserver and daemon), as the README walks it.
+"""The demo under a real `dagster dev` (webserver and daemon), as docs/demo.md walks it.
 
 `make demo` has run (the `demo_data` fixture); `python -m demo.ui` serves its instance.
 Through the GraphQL API the test starts the landing sensors, `after_facts` and the lag

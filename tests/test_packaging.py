@@ -8,6 +8,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
+import hyper_assets
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -24,3 +26,9 @@ def test_lowest_constraints_are_the_declared_lower_bounds():
         for name, version in (p.split("==") for p in pins if p and not p.startswith("#"))
     }
     assert pinned == lower
+
+
+def test_the_version_is_pyprojects():
+    """`hyper_assets.__version__` is read from the installed metadata, which is pyproject's."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert hyper_assets.__version__ == project["version"]

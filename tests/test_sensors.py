@@ -335,7 +335,7 @@ def test_bad_arguments_fail_when_defined(tmp_path, kwargs, message):
 
 
 def test_the_demo_serves_each_landing_sensor_with_its_job(tmp_path):
-    """The names README, demo/__main__.py and tests/test_daemon.py use; no job defined twice."""
+    """The names docs/demo.md, demo/__main__.py and tests/test_daemon.py use; no job twice."""
     defs = build_definitions(landing=str(tmp_path), database=str(tmp_path / "flights.hyper"))
     for fact in (flights, weather):
         job = defs.resolve_job_def(f"{fact.key.path[-1]}_job")
