@@ -28,7 +28,7 @@ INSTALL := uv pip install --quiet --compile-bytecode
 # lowest-versions suite (two) had ended, while a worker awaited Dagster's daemon or a server.
 PARALLEL := --dist loadfile --no-loadscope-reorder --durations=25
 
-.PHONY: test envs typecheck test-all test-fast test-lowest test-lowest-logged test-spark40 \
+.PHONY: test envs typecheck docs test-all test-fast test-lowest test-lowest-logged test-spark40 \
 	test-spark40-logged test-nospark test-nospark-logged lint demo ui bench bench-scale bench-galaxy bench-home java browser azurite clean
 
 # The suites' Spark environments have Spark Connect's Python client too (grpcio...).
@@ -93,15 +93,18 @@ test: envs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	@# The docs site (mkdocs.yml): a broken link or anchor, or a public name mkdocstrings
-	@# cannot find, fails here. Into site/ (gitignored); the banner of mkdocs-material off.
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d site
 	@# Our own modules' bytecode, once: where PYTHONDONTWRITEBYTECODE is set (our CI), each
 	@# of the ~500 Python processes the suites start compiled them anew (0.25 of 1.25 CPU s
 	@# to import all of hyper_assets). Python checks each file's source before using it.
 	$(BIN)/python -m compileall -q hyper_assets demo tests
-	@$(MAKE) --no-print-directory -j5 typecheck test-all test-lowest-logged \
+	@$(MAKE) --no-print-directory -j6 typecheck docs test-all test-lowest-logged \
 		test-spark40-logged test-nospark-logged
+
+# The docs site (mkdocs.yml): a broken link or anchor, or a public name mkdocstrings
+# cannot find, fails here. Into site/ (gitignored); the banner of mkdocs-material off.
+# Beside the suites, as mypy: serially it held them up 35 to 45 s.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d site
 
 # mypy runs beside the suites: run before them, it held them up while it ran.
 typecheck: $(STAMP)
