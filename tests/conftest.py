@@ -55,13 +55,14 @@ _parse_dagster_migrations_once()
 # collection order. The longest go first, so that a worker that starts them does not leave
 # the others idle at the end: the demo's three (the longest under make test's load, mostly
 # waiting on dagster dev), then by each module's time alone (2026-12-01: 221 s down to 53;
-# pantab's port, tests/pantab/test_roundtrip.py, 371 s on 2026-12-03).
+# pantab's port, tests/pantab/test_roundtrip.py, 196 s on 2026-12-03 at a load of 11 on
+# two cores, where it had taken 458 s through a Dagster run per call).
 LONGEST_FIRST = [
-    "test_roundtrip.py",
     "test_demo.py",
     "test_daemon.py",
     "test_ui.py",
     "test_component.py",
+    "test_roundtrip.py",
     "test_remote_spark.py",
     "test_publish.py",
     "test_concurrency.py",

@@ -8,7 +8,8 @@ LICENSE.txt), for test_roundtrip.py beside it. Changed, each marked `hyper-asset
   `interval` (month_day_nano_interval) is refused with an UnsupportedTypeError, so it is
   dropped from every frame; uint32 (`oid`) is stored as BIGINT where pantab stores OID,
   so it loads back as int64.
-- Its tests are marked slow (`pytest_collection_modifyitems`).
+- Its tests are marked slow (`pytest_collection_modifyitems`), and the hyperds that
+  hyper_pantab.py keeps for them stop at the session's end (`hyperds`).
 - `Compat.drop_columns` drops the columns a frame has, without narwhals (not a
   dependency here), so that dropping `interval` again is no error; `cast_column_to_type`,
   which only pantab's writer tests use, is left out, as are the fixtures only its other
@@ -336,8 +337,17 @@ def basic_polars_frame():
     return df
 
 
+@pytest.fixture(scope="session", autouse=True)
+def hyperds():
+    """hyper-assets: hyper_pantab.py's hyperds serve every test, and stop at the end."""
+    import hyper_pantab
+
+    yield
+    hyper_pantab.close()
+
+
 def pytest_collection_modifyitems(items):
-    """hyper-assets: these tests are slow (three Dagster runs each, 6 minutes in all)."""
+    """hyper-assets: these tests are slow (3 to 4 minutes in all on a busy machine)."""
     for item in items:
         if item.path.parent == pathlib.Path(__file__).parent:
             item.add_marker(pytest.mark.slow)

@@ -2,9 +2,10 @@
 
 Copied from innobi/pantab tests/test_roundtrip.py at c8699098f704974f5c4cd3687d0077f9e9418439
 (BSD 3-Clause License, Copyright (c) 2018-2024 William Ayd and innobi, LLC). The tests
-are pantab's, unchanged: only `pt` is hyper_pantab.py, pantab's calls played by assets
-(an asset returns the frame; a downstream asset annotated with the return type receives
-what is loaded). The frames and hyper-assets' two differences are in conftest.py.
+are pantab's, unchanged: only `pt` is hyper_pantab.py, pantab's calls played by the IO
+manager (the frame goes to `handle_output` as an asset's output; what is loaded comes
+from `load_input` of an input typed with the return type, on contexts built by Dagster's
+helpers). The frames and hyper-assets' two differences are in conftest.py.
 """
 
 import datetime
