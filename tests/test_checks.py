@@ -521,3 +521,20 @@ def test_a_partitioned_key_check_fails_the_partitions_holding_a_repeated_key(tmp
     assert by_partition[DAY3].metadata["rows"].value == 2
     materialized = {e.asset_key for e in result.get_asset_materialization_events()}
     assert materialized == {events.key}  # the failed blocking check held downstream back
+
+
+@pytest.mark.parametrize(
+    ("failed", "ends"),
+    [
+        (1, "failed for 1 partition(s): d0: no rows"),
+        (20, "d19: no rows"),
+        (21, "d19: no rows; ... and 1 more"),
+        (365, "d19: no rows; ... and 345 more"),
+    ],
+)
+def test_a_failed_checks_log_line_names_twenty_partitions_and_counts_the_rest(failed, ends):
+    from hyper_assets._checks.partitioned_checks import failed_line
+
+    line = failed_line("rows", "flights", [(f"d{i}", "no rows") for i in range(failed)])
+    assert line.startswith(f"Check rows of flights failed for {failed} partition(s): d0: ")
+    assert line.endswith(ends) and line.count("no rows") == min(failed, 20)

@@ -40,6 +40,9 @@ from hyper_assets._dagster.partitions import partition_counts, partition_window
 from hyper_assets._engine.tables import Catalog, table_label
 from hyper_assets.errors import ConfigurationError
 
+#: Failed partitions a check's log line names; the rest it counts.
+LOGGED = 20
+
 #: The column of a check's temporary copy holding the index of the row's partition.
 PARTITION = escape_name("hyper_assets_partition")
 
@@ -83,9 +86,11 @@ class _PartitionedCheck:
         failed = [key for key in keys if not results[key].passed]
         if failed:
             (context.log.warning if self.severity == WARN else context.log.error)(
-                f"Check {self.spec.name} of {self.spec.asset_key.to_user_string()} failed for "
-                f"{len(failed)} partition(s): "
-                + "; ".join(f"{key}: {results[key].description}" for key in failed[:20])
+                failed_line(
+                    self.spec.name,
+                    self.spec.asset_key.to_user_string(),
+                    [(key, results[key].description) for key in failed],
+                )
             )
         return [
             dg.AssetCheckEvaluation(
@@ -101,6 +106,15 @@ class _PartitionedCheck:
             )
             for key in keys
         ]
+
+
+def failed_line(check: str, asset: str, failed: Sequence[tuple[str, str]]) -> str:
+    """The log line of a check's failed partitions ((key, why) each): the first LOGGED
+    named, the rest counted."""
+    shown = [f"{key}: {why}" for key, why in failed[:LOGGED]]
+    if len(failed) > LOGGED:
+        shown.append(f"... and {len(failed) - LOGGED} more")
+    return f"Check {check} of {asset} failed for {len(failed)} partition(s): " + "; ".join(shown)
 
 
 def _definition(
