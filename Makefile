@@ -154,7 +154,7 @@ $(SPARK40)/.installed: pyproject.toml
 
 $(NOSPARK)/.installed: pyproject.toml
 	$(call venv,$(NOSPARK),$(PYTHON),3.13,-e '.[dev]')
-	@! $(NOSPARK)/bin/python -c 'import pyspark' 2>/dev/null || { echo "$(NOSPARK) has a pyspark: something in .[dev] requires it."; exit 1; }
+	@! $(NOSPARK)/bin/python -c 'import pyspark' 2>/dev/null || { rm -f $@; echo "$(NOSPARK) has a pyspark: something in .[dev] requires it."; exit 1; }
 
 $(CLIENT)/.installed: pyproject.toml
 	$(call venv,$(CLIENT),$(PYTHON),3.13,-e . pyspark-client)

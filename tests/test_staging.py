@@ -293,3 +293,40 @@ def test_a_store_this_process_cannot_reach_is_a_named_error(spark, s3, tmp_path)
     # The probe says so too (a classic session has no channel to stream through).
     with pytest.raises(StagingNotSharedError, match="could not upload to"):
         resolve_mode(StagingMode.AUTO, spark, area, "Extract.items")
+
+
+@pytest.mark.parametrize("setting", ["LEGACY", "EXCEPTION", None])
+def test_old_dates_are_stored_as_they_are_and_the_sessions_rebase_setting_is_left_alone(
+    spark, hyper, tmp_path, setting
+):
+    """Spark 3.x refuses dates before 1582 in Parquet (EXCEPTION) and LEGACY would rebase
+    them to the Julian calendar: either way the write stores them as Spark shows them, and
+    the session keeps its own setting."""
+    from dagster import asset, materialize
+
+    rebase = "spark.sql.parquet.datetimeRebaseModeInWrite"
+    before = spark.conf.get(rebase, None)
+    if setting is None:
+        spark.conf.unset(rebase)
+    else:
+        spark.conf.set(rebase, setting)
+    expected = spark.conf.get(rebase, None)
+
+    @asset
+    def old_days():
+        return spark.sql("SELECT DATE'1000-01-01' AS d, TIMESTAMP_NTZ'1200-06-30 12:00:00' AS t")
+
+    database = tmp_path / "old.hyper"
+    try:
+        io = HyperIOManager(database=str(database))
+        assert materialize([old_days], resources={"io_manager": io}).success
+        assert spark.conf.get(rebase, None) == expected
+    finally:
+        if before is None:
+            spark.conf.unset(rebase)
+        else:
+            spark.conf.set(rebase, before)
+    stored = query(
+        hyper, database, 'SELECT CAST(d AS TEXT), CAST(t AS TEXT) FROM "Extract".old_days'
+    )
+    assert stored == [["1000-01-01", "1200-06-30 12:00:00"]]

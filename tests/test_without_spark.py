@@ -42,11 +42,15 @@ def test_every_public_name_imports_and_none_imports_pyspark(tmp_path):
             print("component:", error)
         spark = [m for m, v in sys.modules.items() if m.startswith(("pyspark", "py4j")) and v]
         print("loaded:", sorted(spark))
+        # Dagster's component discovery (dg list components) reads every name dir() lists.
+        from dagster.components.core.package_entry import get_package_objects_in_module
+        print("discovered:", [name for name, _ in get_package_objects_in_module(hyper_assets)])
         """,
         tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "loaded: []" in done.stdout
+    assert "discovered: []" in done.stdout  # the component left out, nothing failing
     assert "component: HyperExtractComponent needs 'dagster_pyspark'" in done.stdout
     assert "hyper-assets[spark]" in done.stdout
 

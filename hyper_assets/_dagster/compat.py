@@ -5,7 +5,7 @@ its partitions, per-partition metadata of a ranged run), nor a check the materia
 its result is about, nor a sensor a check's execution history. Each is reached here, and
 each answer is None when the private name is not there: a context built by
 `build_output_context` / `build_input_context` has no step, and a Dagster that moved a
-name loses only what the fallback says, never a row (tests/test_dagster_compat.py
+name loses only what the fallback says, never a row (tests/test_unit_contexts.py
 fails the day a name moves, so that it is seen).
 
 - `step`: the step of an IO manager's context (`OutputContext.step_context`).
@@ -37,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - a Dagster that moved it
     _Target = None  # type: ignore[assignment,misc]
 
-#: Private names this module reaches; tests/test_dagster_compat.py asserts each is there.
+#: Private names this module reaches; tests/test_unit_contexts.py asserts each is there.
 PRIVATE = (
     "OutputContext.step_context",
     "StepExecutionContext.add_asset_metadata",

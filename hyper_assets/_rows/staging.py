@@ -362,14 +362,25 @@ def _as_type(array: pa.Array, field: pa.Field, table: str) -> pa.Array:
     try:
         return array.cast(t)
     except pa.ArrowInvalid as error:
-        fine = pc.not_equal(array.cast(t, safe=False).cast(array.type), array)
-        value = array.filter(fine)[0]
+        value = _finer_than_microseconds(array, t)
+        if value is None:  # not a truncation: Arrow's own words are the cause
+            raise
         raise DataError(
             f"Column {field.name!r} of {table} holds {value}, finer than the microseconds a "
             ".hyper table keeps. Round the column to microseconds first (pandas: "
             '.dt.floor("us"); polars: .dt.truncate("1us"); Arrow: pc.floor_temporal(a, '
             'unit="microsecond")).'
         ) from error
+
+
+def _finer_than_microseconds(array: pa.Array, t: pa.DataType) -> object | None:
+    """The first value of `array` that casting to `t` would truncate; None if there is none
+    (or the values cannot be compared that way)."""
+    try:
+        truncated = array.cast(t, safe=False).cast(array.type)
+        return next(iter(array.filter(pc.not_equal(truncated, array))), None)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
 
 
 def _stream_readable(t: pa.DataType) -> bool:

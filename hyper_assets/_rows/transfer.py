@@ -28,6 +28,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -137,7 +138,8 @@ def _require_observing_client(session: SparkSession, table: str) -> None:
     """Refuses a Spark Connect client that cannot report the rows a write observed.
 
     Every write checks the rows it staged against Spark's own count (an `Observation`);
-    pyspark 3.5's Connect client fills no observation and streams without them.
+    pyspark 3.5's Connect client fills no observation and streams without them, nor makes a
+    DataFrame of an Arrow table, as loads do. Told by the client's signature, not a version.
     """
     client = cast("ConnectSession", session).client
     stream = getattr(client, "to_table_as_iterator", None)
@@ -146,9 +148,10 @@ def _require_observing_client(session: SparkSession, table: str) -> None:
 
         raise ConfigurationError(
             f"{table}'s frame comes from a Spark Connect session of pyspark "
-            f"{pyspark.__version__}, whose Connect client does not report the rows Spark "
-            "produced (an Observation), which every write checks; nothing was written. Use "
-            "a pyspark 4.0+ (or pyspark-client) Connect client, or a classic session."
+            f"{pyspark.__version__}, whose Connect client lacks what this library needs (the "
+            "rows Spark produced, observed, which every write checks; a DataFrame made of an "
+            "Arrow table, which every load sends); nothing was read or written. Use a "
+            "pyspark 4.0+ (or pyspark-client) Connect client, or a classic session."
         )
 
 
@@ -244,21 +247,60 @@ def stage(
 _REBASE_IN_WRITE = "spark.sql.parquet.datetimeRebaseModeInWrite"
 
 
+@dataclass
+class _Rebase:
+    """The writes of one session inside `_proleptic_dates`, and its setting before them."""
+
+    writers: int = 0
+    before: str | None = None
+
+
+_rebases: dict[str, _Rebase] = {}
+_rebases_lock = threading.Lock()
+
+
 @contextmanager
 def _proleptic_dates(session: SparkSession) -> Iterator[None]:
-    """Spark writes dates as they are, whatever its session says, while the block runs."""
-    before = session.conf.get(_REBASE_IN_WRITE, None)
-    if before == "CORRECTED":
-        yield
-        return
-    session.conf.set(_REBASE_IN_WRITE, "CORRECTED")
+    """Spark writes dates as they are, whatever its session says, while the block runs.
+
+    The setting is the session's: writes of one session in several threads share one
+    change, made by the first and undone by the last, so that none is left with the
+    session's own setting while it writes. A failed restore is logged, never raised over
+    what the block raised.
+    """
+    key = _session_key(session)
+    with _rebases_lock:
+        rebase = _rebases.setdefault(key, _Rebase())
+        if rebase.writers == 0:
+            rebase.before = session.conf.get(_REBASE_IN_WRITE, None)
+            if rebase.before != "CORRECTED":
+                session.conf.set(_REBASE_IN_WRITE, "CORRECTED")
+        rebase.writers += 1
     try:
         yield
     finally:
-        if before is None:
-            session.conf.unset(_REBASE_IN_WRITE)
-        else:
-            session.conf.set(_REBASE_IN_WRITE, before)
+        with _rebases_lock:
+            rebase.writers -= 1
+            if rebase.writers == 0:
+                del _rebases[key]
+                try:
+                    _restore(session, rebase.before)
+                except SPARK_ERRORS as error:
+                    log.warning(
+                        "Could not restore the session's %s to %r: %s",
+                        _REBASE_IN_WRITE,
+                        rebase.before,
+                        error,
+                    )
+
+
+def _restore(session: SparkSession, before: str | None) -> None:
+    if before == "CORRECTED":
+        return
+    if before is None:
+        session.conf.unset(_REBASE_IN_WRITE)
+    else:
+        session.conf.set(_REBASE_IN_WRITE, before)
 
 
 def _stage_shared(
