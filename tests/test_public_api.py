@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -34,7 +35,10 @@ def test_the_emulator_and_the_errors_start_without_spark_or_dagster():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert loaded.stdout.strip() == "[]"
-    assert dir(hyper_assets) == hyper_assets.__all__
+    # Without dagster-pyspark, dir() leaves the component out (Dagster's discovery reads it).
+    spark = importlib.util.find_spec("dagster_pyspark") is not None
+    public = [n for n in hyper_assets.__all__ if spark or n != "HyperExtractComponent"]
+    assert dir(hyper_assets) == public
 
 
 def test_the_docs_import_only_public_names():
