@@ -36,6 +36,7 @@ LANDING_SENSORS = ("flights_job_landing_sensor", "weather_job_landing_sensor")
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # its own waits add up past the suite's 600 s on a loaded machine
 def test_the_daemon_runs_a_landed_day_and_publishes_it(
     demo_data: Path, tmp_path: Path, hyper: SharedHyper
 ) -> None:

@@ -10,9 +10,23 @@ nothing here names a distribution. A package that cannot be imported is a
 from __future__ import annotations
 
 import importlib
+import warnings
 from types import ModuleType
 
 from hyper_assets.errors import MissingDependencyError
+
+# PySpark warns that it "does not yet fully support pandas >= 3.0.0" when a session starts
+# (SparkContext imports pyspark.testing.utils, which checks pandas) and when the Connect
+# client is imported: pandas is not used at either place, by this library or by the
+# caller. Only those two places are silenced, here, where the IO manager's import runs it
+# before any session starts; a call that does use pandas (toPandas, a pandas UDF) still
+# warns.
+warnings.filterwarnings(
+    "ignore",
+    "PySpark does not yet fully support pandas",
+    FutureWarning,
+    r"pyspark\.(testing\.utils|sql\.connect\.utils)$",
+)
 
 #: What to install for each optional package this library imports.
 INSTALL = {

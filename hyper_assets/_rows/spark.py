@@ -2,30 +2,17 @@
 
 Before staging, columns that Parquet or Hyper cannot take as they are get cast inside
 Spark (lazily: nothing is collected). After loading, columns get their recorded Spark
-types back. Importing it silences PySpark's pandas-3 warning where pandas is not used.
+types back.
 """
 
 from __future__ import annotations
 
 import sys
-import warnings
 
 from pyspark.sql import Column as SparkColumn, DataFrame, SparkSession, functions as F, types as T
 
 from hyper_assets._engine.types import Column
 from hyper_assets.errors import ConfigurationError
-
-# PySpark warns that it "does not yet fully support pandas >= 3.0.0" when a session starts
-# (SparkContext imports pyspark.testing.utils, which checks pandas) and when the Connect
-# client is imported: pandas is not used at either place, by this library or by the
-# caller. Only those two places are silenced; a call that does use pandas (toPandas, a
-# pandas UDF) still warns.
-warnings.filterwarnings(
-    "ignore",
-    "PySpark does not yet fully support pandas",
-    FutureWarning,
-    r"pyspark\.(testing\.utils|sql\.connect\.utils)$",
-)
 
 
 def _col(name: str) -> SparkColumn:
