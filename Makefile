@@ -81,14 +81,15 @@ azurite:
 # The suites run side by side: alone, each left a core idle about 40% of the time (Spark's
 # and Dagster's start-ups, servers awaited). The whole suite prints as it goes; the others
 # into their logs, each shown whole when it ends:
-# - the main suite, every test: the newest of everything on Python 3.13, and Spark
-#   Connect's thin client (.venv-client, tests/test_thin_client.py);
+# - the main suite: the newest of everything on Python 3.13, every test but those it leaves
+#   to the no-pyspark suite (marker `no_spark_only`: the same Python and versions, so run
+#   once), and Spark Connect's thin client (.venv-client, tests/test_thin_client.py);
 # - the lowest versions (Python 3.11, Spark 3.5.0, Dagster 1.13.0...): the fast tests,
 #   and the standalone cluster's and Spark Connect's (marker `spark_line`; 3.5's wheel has
 #   no Connect server, so those skip, saying so);
 # - Spark 4.0: the fast Spark-path tests, and the `spark_line` ones;
 # - no pyspark at all: the fast tests that need none (the Python frames, the publish,
-#   the emulator, the checks).
+#   the emulator, the checks) and pantab's port.
 test: envs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -137,7 +138,8 @@ test-nospark-logged: $(NOSPARK)/.installed
 	$(call logged,test-nospark)
 
 test-all: $(VENV)/spark.jsa $(CLIENT)/.installed
-	HYPER_ASSETS_THIN_CLIENT_PYTHON=$(CURDIR)/$(CLIENT)/bin/python $(BIN)/pytest -n 3 $(PARALLEL)
+	HYPER_ASSETS_THIN_CLIENT_PYTHON=$(CURDIR)/$(CLIENT)/bin/python $(BIN)/pytest -n 3 $(PARALLEL) \
+		-m 'not no_spark_only'
 
 # What the suites need, at once: the environments (mostly downloads and unpacking), then
 # each Spark one's archive of Spark's classes (CPU), beside Chromium's and Azurite's installs.
@@ -167,21 +169,19 @@ test-lowest: $(LOWEST)/spark.jsa
 	$(LOWEST)/bin/pytest -n 2 $(PARALLEL) -m "not slow or spark_line" -p no:cacheprovider \
 		--ignore=tests/tableau/test_publish.py
 
+# Two workers: Spark Connect's module (test_remote_spark.py, about two thirds of the suite's
+# time) on one, the rest on the other; with one, this suite was the run's second longest.
 test-spark40: $(SPARK40)/spark.jsa
-	$(SPARK40)/bin/pytest -n 1 $(PARALLEL) -m "spark and (not slow or spark_line)" \
+	$(SPARK40)/bin/pytest -n 2 $(PARALLEL) -m "spark and (not slow or spark_line)" \
 		-p no:cacheprovider
 
-# Without pyspark: the Python frames, unit-test contexts, checks and quality sensor, and of
-# the publish and emulator the modules that publish to a running emulator (a galaxy, its
-# model, its refusals) and the emulator's HTTP side. The rest of tests/tableau imports what
-# these do; tests/test_without_spark.py shows no public name needs pyspark.
-NOSPARK_TESTS := tests/test_without_spark.py tests/test_frames.py tests/test_unit_contexts.py \
-	tests/test_checks.py tests/test_quality_warnings.py tests/test_public_api.py \
-	tests/tableau/test_galaxy.py tests/tableau/test_model.py \
-	tests/tableau/test_publish_refusals.py tests/tableau/test_emulator_http.py
+# Without pyspark: the Python frames, unit-test contexts, checks and quality sensor, of the
+# publish and emulator the modules that publish to a running emulator (a galaxy, its model,
+# its refusals) and the emulator's HTTP side, and pantab's port (tests/conftest.py's
+# NO_SPARK_SUITE_MODULES, marker `no_spark_suite`); tests/test_without_spark.py shows no
+# public name needs pyspark. pantab's port is one worker's, the rest the other's.
 test-nospark: $(NOSPARK)/.installed
-	$(NOSPARK)/bin/pytest -n 1 $(PARALLEL) -m "not spark and not slow" -p no:cacheprovider \
-		$(NOSPARK_TESTS)
+	$(NOSPARK)/bin/pytest -n 2 $(PARALLEL) -m no_spark_suite -p no:cacheprovider
 
 test-fast: $(VENV)/spark.jsa
 	$(BIN)/pytest -n 2 $(PARALLEL) -m "not slow"

@@ -111,6 +111,25 @@ SPARK_MODULES = {
 #: and run on every Spark line all the same (marker `spark_line`, make test's suites).
 SPARK_LINE_MODULES = {"test_cluster.py", "test_remote_spark.py"}
 
+#: Modules whose tests that are not Spark's make test's no-pyspark suite runs (marker
+#: `no_spark_suite`), the fast ones and all of pantab's port (slow, and it needs no Spark).
+#: That environment has the main suite's Python and versions but for pyspark, so the main
+#: suite leaves these tests to it (marker `no_spark_only`) rather than running them twice,
+#: but for those of `BOTH_SUITES_MODULES`, whose tests read what is installed (`dir()`
+#: without dagster-pyspark, the frames a pyspark makes).
+NO_SPARK_SUITE_MODULES = {
+    "test_without_spark.py",
+    "test_unit_contexts.py",
+    "test_checks.py",
+    "test_quality_warnings.py",
+    "test_galaxy.py",
+    "test_model.py",
+    "test_publish_refusals.py",
+    "test_emulator_http.py",
+    "test_roundtrip.py",
+}
+BOTH_SUITES_MODULES = {"test_public_api.py", "test_frames.py"}
+
 
 def pytest_ignore_collect(collection_path: Path) -> bool | None:
     """Without pyspark, the Spark modules are not collected (the rest are, and run)."""
@@ -118,8 +137,8 @@ def pytest_ignore_collect(collection_path: Path) -> bool | None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks the Spark-path tests `spark`, and runs the longest modules first (see
-    LONGEST_FIRST)."""
+    """Marks the Spark-path tests `spark` and what the no-pyspark suite runs (see
+    NO_SPARK_SUITE_MODULES), and runs the longest modules first (see LONGEST_FIRST)."""
     for item in items:
         params = item.callspec.id.split("-") if hasattr(item, "callspec") else []
         fixtures = getattr(item, "fixturenames", ())
@@ -127,6 +146,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if item.path.name in SPARK_LINE_MODULES:
             item.add_marker(pytest.mark.spark_line)
+        if item.get_closest_marker("spark") is None and (
+            item.path.name == "test_roundtrip.py" or item.get_closest_marker("slow") is None
+        ):
+            if item.path.name in NO_SPARK_SUITE_MODULES | BOTH_SUITES_MODULES:
+                item.add_marker(pytest.mark.no_spark_suite)
+            if item.path.name in NO_SPARK_SUITE_MODULES:
+                item.add_marker(pytest.mark.no_spark_only)
 
     def rank(item: pytest.Item) -> int:
         name = item.path.name
