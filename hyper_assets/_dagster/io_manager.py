@@ -47,11 +47,11 @@ from hyper_assets._dagster.identity import (
 from hyper_assets._dagster.materialization import (
     PartitionCounter,
     Written,
+    output_metadata,
     range_counter,
     report_partition_rows,
-    table_metadata,
 )
-from hyper_assets._dagster.partitions import RANGE_ROW_COUNT, partition_window
+from hyper_assets._dagster.partitions import partition_window
 from hyper_assets._dagster.preflight import check_database_path, check_frame, check_key_types
 from hyper_assets._dagster.spec import (
     DEFAULT_SCHEMA,
@@ -60,7 +60,7 @@ from hyper_assets._dagster.spec import (
     input_columns,
     input_dtype_backend,
 )
-from hyper_assets._dagster.target import Partitions, Target, input_target, output_target
+from hyper_assets._dagster.target import Target, input_target, output_target
 from hyper_assets._engine.compaction import AutoCompact, CompactResult, compact_if_wasteful
 from hyper_assets._engine.resource import HyperResource
 from hyper_assets._engine.sql import count_rows, transaction
@@ -369,26 +369,15 @@ class HyperIOManager(ConfigurableIOManager):
             f"Wrote {label} ({write.mode.value}): {result.rows_loaded} rows in "
             f"{time.perf_counter() - started:.1f} s, into {self.home.database}"
         )
-        counts = {"dagster/row_count": written.table_rows}
-        if target.partitions is not None:
-            counts[_partition_count_key(target.partitions)] = written.window_rows
         if target.asset is not None:
             report_partition_rows(context, written.partition_rows)
         declared = (context.definition_metadata or {}).get("dagster/column_schema")
+        seconds = (loading - started, time.perf_counter() - loading)
         home = self.home
         context.add_output_metadata(
-            table_metadata(write, declared, home.local_path, home.uri, written.identity)
-            | counts
-            | {
-                "rows_loaded": result.rows_loaded,
-                "stage_seconds": round(loading - started, 3),
-                "load_seconds": round(time.perf_counter() - loading, 3),
-                "write_mode": write.mode.value,
-            }
-            | transfer
-            | ({"retyped_keys": list(result.retyped_keys)} if result.retyped_keys else {})
-            | ({"compacted": str(written.compacted)} if written.compacted else {})
-            | ({"database_version_upgraded": str(written.upgraded)} if written.upgraded else {})
+            output_metadata(
+                write, written, target, declared, home.local_path, home.uri, seconds, transfer
+            )
         )
 
     def _write(
@@ -566,10 +555,3 @@ def _delete(connection: Connection, table: TableName, window: Window) -> int:
     """Deletes the rows of `window`, in a transaction of its own; how many."""
     with transaction(connection):
         return connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
-
-
-def _partition_count_key(partitions: Partitions) -> str:
-    """Rows of the one partition written, or of a backfilled range of them."""
-    if len(partitions.keys) == 1:
-        return "dagster/partition_row_count"
-    return RANGE_ROW_COUNT
