@@ -1,9 +1,12 @@
 """`HyperIOManager`: Dagster assets as tables of one star-schema `.hyper` file.
 
-Per frame type only staging and loading differ (Spark: Parquet parts written by the
-executors, or rows streamed through Spark Connect, `hyper_assets._rows.transfer`; any frame
-exporting an Arrow stream: one Parquet file, `hyper_assets._rows.frames`); the Hyper side is the
-ingest engine's. pyspark is imported only when a Spark frame or a Spark input is met.
+It turns Dagster's contexts into writes and loads of tables. An output's frame is mapped
+and staged as its kind needs (`hyper_assets._rows.output_frames`), written in one hold of
+the file's lock (`hyper_assets._dagster.writer`) and reported to Dagster
+(`hyper_assets._dagster.materialization`). An input is exported by Hyper to Parquet and
+read as its annotation's type (`hyper_assets._rows.frames`; Spark through
+`hyper_assets._rows.transfer`). pyspark is imported only when a Spark frame or a Spark
+input is met.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from dagster import (
     AssetsDefinition,
@@ -52,19 +55,9 @@ from hyper_assets._dagster.writer import FileWriter
 from hyper_assets._engine.compaction import AutoCompact
 from hyper_assets._engine.resource import HyperResource
 from hyper_assets._engine.tables import Catalog
-from hyper_assets._engine.types import (
-    Column,
-    columns_from_arrow,
-    columns_from_spark,
-)
+from hyper_assets._engine.types import Column
 from hyper_assets._home.home import HomeSettings, HyperDatabase, check_home
-from hyper_assets._rows.frames import (
-    DtypeBackend,
-    arrow_stream,
-    is_pandas,
-    is_spark_frame,
-    python_loader,
-)
+from hyper_assets._rows.frames import DtypeBackend, is_pandas, python_loader
 from hyper_assets._rows.geography import as_geography
 from hyper_assets._rows.ingest import Write
 from hyper_assets._rows.loading import (
@@ -74,20 +67,16 @@ from hyper_assets._rows.loading import (
     stored_columns,
 )
 from hyper_assets._rows.modes import WriteMode
+from hyper_assets._rows.output_frames import OutputFrame
 from hyper_assets._rows.staging import (
     RemoteRoot,
     S3Staging,
     StagingArea,
     StagingMode,
-    is_arrow_stream,
     parse_root,
-    stage_arrow,
 )
 from hyper_assets._rows.window import Window
 from hyper_assets.errors import ConfigurationError, OutputError
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame as SparkDataFrame
 
 _log = logging.getLogger(__name__)
 
@@ -292,19 +281,14 @@ class HyperIOManager(ConfigurableIOManager):
         table, label = spec.table, spec.label
         hyper = self.home.hyper
         version, cap = hyper.default_database_version, hyper.max_database_version
-        spark = is_spark_frame(obj)
-        stream = None if spark else arrow_stream(obj)
-        if spark:
-            columns = columns_from_spark(cast("SparkDataFrame", obj).schema, label, version, cap)
-        elif stream is not None:
-            columns = columns_from_arrow(stream.schema, label, version, cap)
-        else:
+        frame = OutputFrame.of(obj)
+        if frame is None:
             raise OutputError(
                 f"{target.subject} returned a {type(obj).__name__}; HyperIOManager stores "
                 "pyspark.sql.DataFrame and any frame that exports an Arrow stream "
                 "(pyarrow, pandas 2.2+, polars, DuckDB results)."
             )
-        columns = as_geography(columns, spec.geography, label)
+        columns = as_geography(frame.columns(label, version, cap), spec.geography, label)
         partitioned = target.partitions is not None
         check_frame(target, columns)
         write = Write(
@@ -322,21 +306,9 @@ class HyperIOManager(ConfigurableIOManager):
             check_key_types(hyper, self.home.local_path, write)
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
-            if spark:
-                from hyper_assets._rows.transfer import resolve_mode, stage
-
-                frame = cast("SparkDataFrame", obj)
-                mode = resolve_mode(self.staging_mode, frame.sparkSession, self.staging, label)
-                staged = stage(
-                    frame, mode, self.staging, directory, self.staging_compression, label
-                )
-                transfer = {"staging_mode": mode.value}
-                if staged.files:  # an empty frame stages nothing
-                    arrows = is_arrow_stream(staged.files[0])
-                    transfer["staged_format"] = "arrow stream" if arrows else "parquet"
-            else:
-                staged = stage_arrow(stream, directory, self.staging_compression, label)
-                transfer = {}
+            staged, transfer = frame.stage(
+                self.staging_mode, self.staging, directory, self.staging_compression, label
+            )
             loading = time.perf_counter()
             writer = FileWriter(self.home, self.auto_compact)
             counter = range_counter(target, columns)
