@@ -1,7 +1,8 @@
 """Internal: the optional packages, imported when first needed.
 
 Spark is optional: `pip install hyper-assets` serves Python frames, the checks, the publish
-and the emulator; `hyper-assets[spark]` adds pyspark and dagster-pyspark. Any module that
+and the emulator; `hyper-assets[spark]` adds pyspark and dagster-pyspark, and
+`hyper-assets[tableau]` dagster-tableau, for `tableau_translator`. Any module that
 answers to `import pyspark` will do (pyspark, pyspark-client, databricks-connect's), so
 nothing here names a distribution. A package that cannot be imported is a
 `MissingDependencyError` saying what needed it, why the import failed and what to install.
@@ -33,6 +34,7 @@ INSTALL = {
     "pyspark": "pip install 'hyper-assets[spark]' (or pyspark-client for Spark Connect, or "
     "databricks-connect, beside plain hyper-assets)",
     "dagster_pyspark": "pip install 'hyper-assets[spark]' (dagster-pyspark)",
+    "dagster_tableau": "pip install 'hyper-assets[tableau]' (dagster-tableau)",
 }
 
 

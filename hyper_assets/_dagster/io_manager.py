@@ -1,25 +1,25 @@
 """`HyperIOManager`: Dagster assets as tables of one star-schema `.hyper` file.
 
-Per frame type only staging and loading differ (Spark: Parquet parts written by the
-executors, or rows streamed through Spark Connect, `hyper_assets._rows.transfer`; any frame
-exporting an Arrow stream: one Parquet file, `hyper_assets._rows.frames`); the Hyper side is the
-ingest engine's. pyspark is imported only when a Spark frame or a Spark input is met.
+It turns Dagster's contexts into writes and loads of tables. An output's frame is mapped
+and staged as its kind needs (`hyper_assets._rows.output_frames`), written in one hold of
+the file's lock (`hyper_assets._dagster.writer`) and reported to Dagster
+(`hyper_assets._dagster.materialization`). An input is exported by Hyper to Parquet and
+read as its annotation's type (`hyper_assets._rows.frames`; Spark through
+`hyper_assets._rows.transfer`). pyspark is imported only when a Spark frame or a Spark
+input is met.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from functools import partial
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any
 
 from dagster import (
     AssetsDefinition,
     ConfigurableIOManager,
-    DagsterLogManager,
     InitResourceContext,
     InputContext,
     OutputContext,
@@ -31,27 +31,17 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from tableauhyperapi import Connection, TableName
 
 from hyper_assets._base.env import changed, from_env
 from hyper_assets._base.optional import require
 from hyper_assets._dagster.compat import dagster_type, input_name, op_name
-from hyper_assets._dagster.identity import (
-    WriteGuard,
-    give_identity,
-    loaded_records,
-    read_identity,
-    require_same,
-    write_guard,
-)
+from hyper_assets._dagster.identity import loaded_records, read_identity, require_same, write_guard
 from hyper_assets._dagster.materialization import (
-    PartitionCounter,
-    Written,
+    output_metadata,
     range_counter,
     report_partition_rows,
-    table_metadata,
 )
-from hyper_assets._dagster.partitions import RANGE_ROW_COUNT, partition_window
+from hyper_assets._dagster.partitions import partition_window
 from hyper_assets._dagster.preflight import check_database_path, check_frame, check_key_types
 from hyper_assets._dagster.spec import (
     DEFAULT_SCHEMA,
@@ -60,28 +50,16 @@ from hyper_assets._dagster.spec import (
     input_columns,
     input_dtype_backend,
 )
-from hyper_assets._dagster.target import Partitions, Target, input_target, output_target
-from hyper_assets._engine.compaction import AutoCompact, CompactResult, compact_if_wasteful
+from hyper_assets._dagster.target import Target, input_target, output_target
+from hyper_assets._dagster.writer import FileWriter
+from hyper_assets._engine.compaction import AutoCompact
 from hyper_assets._engine.resource import HyperResource
-from hyper_assets._engine.sql import count_rows, transaction
 from hyper_assets._engine.tables import Catalog
-from hyper_assets._engine.types import (
-    Column,
-    columns_from_arrow,
-    columns_from_spark,
-    needed_version,
-)
-from hyper_assets._engine.upgrade import file_for_write
+from hyper_assets._engine.types import Column
 from hyper_assets._home.home import HomeSettings, HyperDatabase, check_home
-from hyper_assets._rows.frames import (
-    DtypeBackend,
-    arrow_stream,
-    is_pandas,
-    is_spark_frame,
-    python_loader,
-)
+from hyper_assets._rows.frames import DtypeBackend, is_pandas, python_loader
 from hyper_assets._rows.geography import as_geography
-from hyper_assets._rows.ingest import Write, write_table
+from hyper_assets._rows.ingest import Write
 from hyper_assets._rows.loading import (
     export_no_columns,
     export_parquet,
@@ -89,28 +67,16 @@ from hyper_assets._rows.loading import (
     stored_columns,
 )
 from hyper_assets._rows.modes import WriteMode
-from hyper_assets._rows.outbox import Outbox
-from hyper_assets._rows.pending_keys import PendingKeys
+from hyper_assets._rows.output_frames import OutputFrame
 from hyper_assets._rows.staging import (
     RemoteRoot,
     S3Staging,
-    Staged,
     StagingArea,
     StagingMode,
-    is_arrow_stream,
     parse_root,
-    stage_arrow,
 )
 from hyper_assets._rows.window import Window
-from hyper_assets.errors import (
-    CompactionError,
-    ConfigurationError,
-    DatabaseLockedError,
-    OutputError,
-)
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame as SparkDataFrame
+from hyper_assets.errors import ConfigurationError, OutputError
 
 _log = logging.getLogger(__name__)
 
@@ -315,19 +281,14 @@ class HyperIOManager(ConfigurableIOManager):
         table, label = spec.table, spec.label
         hyper = self.home.hyper
         version, cap = hyper.default_database_version, hyper.max_database_version
-        spark = is_spark_frame(obj)
-        stream = None if spark else arrow_stream(obj)
-        if spark:
-            columns = columns_from_spark(cast("SparkDataFrame", obj).schema, label, version, cap)
-        elif stream is not None:
-            columns = columns_from_arrow(stream.schema, label, version, cap)
-        else:
+        frame = OutputFrame.of(obj)
+        if frame is None:
             raise OutputError(
                 f"{target.subject} returned a {type(obj).__name__}; HyperIOManager stores "
                 "pyspark.sql.DataFrame and any frame that exports an Arrow stream "
                 "(pyarrow, pandas 2.2+, polars, DuckDB results)."
             )
-        columns = as_geography(columns, spec.geography, label)
+        columns = as_geography(frame.columns(label, version, cap), spec.geography, label)
         partitioned = target.partitions is not None
         check_frame(target, columns)
         write = Write(
@@ -345,23 +306,13 @@ class HyperIOManager(ConfigurableIOManager):
             check_key_types(hyper, self.home.local_path, write)
         started = time.perf_counter()
         with self.staging.directory("write") as directory:
-            if spark:
-                from hyper_assets._rows.transfer import resolve_mode, stage
-
-                frame = cast("SparkDataFrame", obj)
-                mode = resolve_mode(self.staging_mode, frame.sparkSession, self.staging, label)
-                staged = stage(
-                    frame, mode, self.staging, directory, self.staging_compression, label
-                )
-                transfer = {"staging_mode": mode.value}
-                if staged.files:  # an empty frame stages nothing
-                    arrows = is_arrow_stream(staged.files[0])
-                    transfer["staged_format"] = "arrow stream" if arrows else "parquet"
-            else:
-                staged = stage_arrow(stream, directory, self.staging_compression, label)
-                transfer = {}
+            staged, transfer = frame.stage(
+                self.staging_mode, self.staging, directory, self.staging_compression, label
+            )
             loading = time.perf_counter()
-            written = self._write(write, staged, range_counter(target, columns), guard, context.log)
+            writer = FileWriter(self.home, self.auto_compact)
+            counter = range_counter(target, columns)
+            written = writer.write(write, staged, counter, guard, context.log)
         result = written.result
         for note in result.notes:
             context.log.warning(note)
@@ -369,79 +320,16 @@ class HyperIOManager(ConfigurableIOManager):
             f"Wrote {label} ({write.mode.value}): {result.rows_loaded} rows in "
             f"{time.perf_counter() - started:.1f} s, into {self.home.database}"
         )
-        counts = {"dagster/row_count": written.table_rows}
-        if target.partitions is not None:
-            counts[_partition_count_key(target.partitions)] = written.window_rows
         if target.asset is not None:
             report_partition_rows(context, written.partition_rows)
         declared = (context.definition_metadata or {}).get("dagster/column_schema")
+        seconds = (loading - started, time.perf_counter() - loading)
         home = self.home
         context.add_output_metadata(
-            table_metadata(write, declared, home.local_path, home.uri, written.identity)
-            | counts
-            | {
-                "rows_loaded": result.rows_loaded,
-                "stage_seconds": round(loading - started, 3),
-                "load_seconds": round(time.perf_counter() - loading, 3),
-                "write_mode": write.mode.value,
-            }
-            | transfer
-            | ({"retyped_keys": list(result.retyped_keys)} if result.retyped_keys else {})
-            | ({"compacted": str(written.compacted)} if written.compacted else {})
-            | ({"database_version_upgraded": str(written.upgraded)} if written.upgraded else {})
+            output_metadata(
+                write, written, target, declared, home.local_path, home.uri, seconds, transfer
+            )
         )
-
-    def _write(
-        self,
-        write: Write,
-        staged: Staged,
-        count_partitions: PartitionCounter | None,
-        guard: WriteGuard,
-        log: DagsterLogManager,
-    ) -> Written:
-        """Makes `write` in a file of the version its columns need, counts what it left and
-        compacts if that pays, in one lock hold (on an object-store home: one lease,
-        committed as the next generation). `guard` refuses first when the file is not
-        the extract Dagster recorded (`hyper_assets._dagster.identity`)."""
-        with self.home.writing() as database:
-            warning = guard.check(database, self.home.uri)
-            if warning:
-                log.warning(warning)
-            created = not database.exists()
-            needed = needed_version(write.columns)
-            make = partial(write_table, write=write, staged=staged, pending=PendingKeys(database))
-            with (
-                file_for_write(self.home.hyper, database, needed) as upgraded,
-                self._recorded(write, staged, make) as (connection, result),
-            ):
-                rows = count_rows(connection, write.table)
-                window_rows = count_rows(connection, write.table, write.where)
-                partition_rows = count_partitions(connection) if count_partitions else {}
-            if upgraded:
-                log.info(f"Upgraded {self.home.database} to file format version {upgraded}")
-            compacted = self._compact_if_wasteful(result.rows_deleted, log)
-            identity = give_identity(database, created)
-        return Written(result, rows, window_rows, partition_rows, compacted, upgraded, identity)
-
-    @contextmanager
-    def _recorded(
-        self, write: Write, staged: Staged, make: Callable[[Connection], _T]
-    ) -> Iterator[tuple[Connection, _T]]:
-        """`make(connection)` makes `write` (of the `staged` rows), recorded for the next
-        publish; the block gets the connection, still open, and what `make` returned.
-
-        The caller holds the database's lock. A `make` that raises made no change and leaves
-        no record; a crash leaves its record pending, settled by the next writer or
-        publisher (`hyper_assets._rows.outbox`).
-        """
-        outbox = Outbox(self.home.local_path)
-        with self.home.hyper.open(self.home.local_path) as connection:
-            outbox.settle(connection)
-            with outbox.recording(connection, write, staged) as change:
-                made = make(connection)
-            yield connection, made
-        if change:
-            outbox.commit(change)
 
     def delete_partitions(self, asset: AssetsDefinition, partition_keys: Sequence[str]) -> int:
         """Deletes the rows of `partition_keys` of the partitioned `asset`; the rows deleted.
@@ -453,41 +341,15 @@ class HyperIOManager(ConfigurableIOManager):
         if asset.partitions_def is None:
             raise ConfigurationError(f"Asset {label} is not partitioned: it has no partitions.")
         spec = self.spec_for(asset.key.path, asset.metadata_by_key.get(asset.key))
-        table = spec.table
-        with self.home.writing() as database:
-            with self.home.hyper.open(database, create=False) as connection:
-                columns = stored_columns(connection, table, self.home.database, f"asset {label!r}")
-            window = partition_window(
-                asset.partitions_def, partition_keys, spec.partition_expr, columns, spec.label
-            )
-            write = Write(table, columns, WriteMode.PARTITION, window=window)
-            delete = partial(_delete, table=table, window=window)
-            nothing = Staged((), 0)  # a delete stages no rows
-            with self._recorded(write, nothing, delete) as (_, deleted):
-                pass  # the rows are deleted; the connection closes, durably
-            self._compact_if_wasteful(deleted, _log)
-        return deleted
+        partitions_def = asset.partitions_def
 
-    def _compact_if_wasteful(
-        self, deleted_rows: int, log: logging.Logger | DagsterLogManager
-    ) -> CompactResult | None:
-        """Compacts the file when `auto_compact` says it pays (the caller holds its lock).
-
-        A failure is a warning: the rows written are durable, and a failed compaction
-        leaves the file's rows as they were.
-        """
-        if self.auto_compact is None:
-            return None
-        try:
-            result = compact_if_wasteful(
-                self.home.hyper, self.home.local_path, deleted_rows, self.auto_compact
+        def window_of(columns: list[Column]) -> Window:
+            return partition_window(
+                partitions_def, partition_keys, spec.partition_expr, columns, spec.label
             )
-        except (DatabaseLockedError, CompactionError) as error:
-            log.warning(f"{error} (The write itself is complete.)")
-            return None
-        if result:
-            log.info(f"Compacted {self.home.database}: {result}")
-        return result
+
+        writer = FileWriter(self.home, self.auto_compact)
+        return writer.delete(spec.table, label, window_of, _log)
 
     def load_input(self, context: InputContext) -> object:
         target = input_target(context, self.default_schema)
@@ -548,9 +410,6 @@ class HyperIOManager(ConfigurableIOManager):
         return columns
 
 
-_T = TypeVar("_T")
-
-
 def _given_twice(spelling: str, ignored: Sequence[str]) -> ConfigurationError:
     """The IO manager got its home as a resource and settings the resource has its own of."""
     given = " and ".join(f"{name}=" for name in ignored)
@@ -560,16 +419,3 @@ def _given_twice(spelling: str, ignored: Sequence[str]) -> ConfigurationError:
         "to the HyperDatabase alone, HyperDatabase(database=..., hyper=HyperResource(...), "
         "settings=HomeSettings(...))."
     )
-
-
-def _delete(connection: Connection, table: TableName, window: Window) -> int:
-    """Deletes the rows of `window`, in a transaction of its own; how many."""
-    with transaction(connection):
-        return connection.execute_command(f"DELETE FROM {table} WHERE {window.sql}")
-
-
-def _partition_count_key(partitions: Partitions) -> str:
-    """Rows of the one partition written, or of a backfilled range of them."""
-    if len(partitions.keys) == 1:
-        return "dagster/partition_row_count"
-    return RANGE_ROW_COUNT

@@ -21,8 +21,8 @@ from tableauhyperapi import Connection
 
 from hyper_assets._dagster.compat import add_partition_metadata
 from hyper_assets._dagster.identity import identity_metadata
-from hyper_assets._dagster.partitions import partition_counts
-from hyper_assets._dagster.target import Target
+from hyper_assets._dagster.partitions import RANGE_ROW_COUNT, partition_counts
+from hyper_assets._dagster.target import Partitions, Target
 from hyper_assets._engine.compaction import CompactResult
 from hyper_assets._engine.tables import table_label
 from hyper_assets._engine.types import Column, describe
@@ -32,7 +32,7 @@ from hyper_assets._rows.ingest import Write, WriteResult
 PartitionCounter = Callable[[Connection], dict[str, int]]
 
 
-def table_metadata(
+def _table_metadata(
     write: Write, declared: object, local_path: Path, uri: str, identity: str
 ) -> dict[str, Any]:
     """Dagster's table vocabulary: the qualified name, the file's URI, columns and keys, and
@@ -64,6 +64,48 @@ class Written:
     compacted: CompactResult | None
     upgraded: VersionUpgrade | None
     identity: str
+
+
+def output_metadata(
+    write: Write,
+    written: Written,
+    target: Target,
+    declared: object,
+    local_path: Path,
+    uri: str,
+    seconds: tuple[float, float],
+    transfer: dict[str, str],
+) -> dict[str, Any]:
+    """The metadata of `write`'s materialisation: its table (`_table_metadata`, with the
+    asset's `declared` column schema), the rows of the table and of the partitions
+    written, the rows loaded in the step's staging and loading `seconds`, its mode and
+    `transfer`, and the keys it retyped, the compaction and the upgrade it brought."""
+    result = written.result
+    counts = {"dagster/row_count": written.table_rows}
+    if target.partitions is not None:
+        counts[_partition_count_key(target.partitions)] = written.window_rows
+    stage_seconds, load_seconds = seconds
+    return (
+        _table_metadata(write, declared, local_path, uri, written.identity)
+        | counts
+        | {
+            "rows_loaded": result.rows_loaded,
+            "stage_seconds": round(stage_seconds, 3),
+            "load_seconds": round(load_seconds, 3),
+            "write_mode": write.mode.value,
+        }
+        | transfer
+        | ({"retyped_keys": list(result.retyped_keys)} if result.retyped_keys else {})
+        | ({"compacted": str(written.compacted)} if written.compacted else {})
+        | ({"database_version_upgraded": str(written.upgraded)} if written.upgraded else {})
+    )
+
+
+def _partition_count_key(partitions: Partitions) -> str:
+    """Rows of the one partition written, or of a backfilled range of them."""
+    if len(partitions.keys) == 1:
+        return "dagster/partition_row_count"
+    return RANGE_ROW_COUNT
 
 
 def range_counter(target: Target, columns: list[Column]) -> PartitionCounter | None:

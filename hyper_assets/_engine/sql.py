@@ -26,7 +26,7 @@ def transaction(connection: Connection) -> Iterator[None]:
 
 
 #: The suffixes of the tables a swap makes beside the one it replaces
-#: (`hyper_assets._rows.ingest`): the new table, and the old one renamed aside. No
+#: (`hyper_assets._rows.swap`): the new table, and the old one renamed aside. No
 #: message names them: `user_names` puts the user's table in their place.
 NEW_SUFFIX = "__hyper_assets_new"
 OLD_SUFFIX = "__hyper_assets_old"

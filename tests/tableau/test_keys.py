@@ -180,7 +180,7 @@ def test_the_translator_takes_publish_assets_of_distinct_names_only():
 
 
 def test_dagster_tableau_is_imported_only_by_the_translator():
-    """hyper_assets imports without it; the translator says to install it."""
+    """hyper_assets imports without it; the translator names the [tableau] extra."""
     script = (
         "import sys; sys.modules['dagster_tableau'] = None\n"
         "import hyper_assets\n"
@@ -194,6 +194,7 @@ def test_dagster_tableau_is_imported_only_by_the_translator():
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert ran.stdout == (
-        "tableau_translator builds on dagster-tableau, which is not installed: "
-        "pip install dagster-tableau.\n"
+        "tableau_translator needs 'dagster_tableau', which cannot be imported here (import "
+        "of dagster_tableau halted; None in sys.modules). Install it: pip install "
+        "'hyper-assets[tableau]' (dagster-tableau).\n"
     )

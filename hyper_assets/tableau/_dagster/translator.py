@@ -9,8 +9,8 @@ because `flights` is the fact table) would leave the sheets below the fact table
     specs = load_tableau_asset_specs(workspace, dagster_tableau_translator=translator)
     sheets_and_dashboards = [s for s in specs if s.key != flights_datasource.key]
 
-dagster-tableau is optional: it is imported when a translator is made
-(`hyper_assets.tableau._dagster.published_translator`), not with `hyper_assets`.
+dagster-tableau is optional (`hyper-assets[tableau]`): it is imported when a translator
+is made (`hyper_assets.tableau._dagster.published_translator`), not with `hyper_assets`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from hyper_assets._base.optional import missing
 from hyper_assets.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -51,10 +52,7 @@ def tableau_translator(published: Sequence[dg.AssetsDefinition]) -> DagsterTable
     except ModuleNotFoundError as error:
         if error.name != "dagster_tableau":
             raise
-        raise ConfigurationError(
-            "tableau_translator builds on dagster-tableau, which is not installed: "
-            "pip install dagster-tableau."
-        ) from error
+        raise missing("dagster_tableau", "tableau_translator", error) from error
     return PublishedTranslator(keys)
 
 
