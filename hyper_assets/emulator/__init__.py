@@ -140,6 +140,11 @@ class Emulator:
             raise EmulatorConfigError(f"this emulator hosts no site {content_url!r}.")
         return site
 
+    def set_vds_enabled(self, enabled: bool, site: str = "") -> None:
+        """Turn the VizQL Data Service on or off for `site`, as its site setting does (on
+        by default); while off, each request of it gets 403 with errorCode 403800."""
+        self._site(site).vds_enabled = enabled
+
     def expire_tokens(self) -> None:
         """End every signed-in session: the next authenticated call gets 401."""
         self._sessions.expire_all()
