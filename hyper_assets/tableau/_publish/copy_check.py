@@ -97,10 +97,11 @@ class CopyReport:
         if self.skipped:
             return f"Skipped: {self.skipped}"
         if self.passed:
+            tables = ", ".join(repr(t) for t in sorted(self.tables))
             return (
-                f"Tableau's copy of {self.datasource!r} is the file's: {len(self.tables)} "
-                f"logical table(s) and their relationships, {len(self.figures)} figure(s) "
-                f"equal ({self.queries} VizQL Data Service queries)."
+                f"Tableau's copy of {self.datasource!r} is the file's: logical tables "
+                f"{tables} and their relationships, {len(self.figures)} figure(s) equal "
+                f"({self.queries} VizQL Data Service queries)."
             )
         failures = self.failures
         shown = "; ".join(failures[:20])
