@@ -179,7 +179,7 @@ NOSPARK_TESTS := tests/test_without_spark.py tests/test_frames.py tests/test_uni
 	tests/test_checks.py tests/test_quality_warnings.py tests/test_public_api.py \
 	tests/tableau/test_galaxy.py tests/tableau/test_model.py \
 	tests/tableau/test_publish_refusals.py tests/tableau/test_emulator_http.py \
-	tests/tableau/test_emulator_vds.py
+	tests/tableau/test_emulator_vds.py tests/tableau/test_copy_check.py
 test-nospark: $(NOSPARK)/.installed
 	$(NOSPARK)/bin/pytest -n 1 $(PARALLEL) -m "not spark and not slow" -p no:cacheprovider \
 		$(NOSPARK_TESTS)

@@ -10,7 +10,9 @@ default site's "Default" project), applying update batches to them with a real h
         ...
         emulator.faults.fail_requests("PATCH", r"/data$", status=429, retry_after=1)
 
-See docs/emulator.md for the endpoints, error codes and fault injection.
+It also answers Tableau's VizQL Data Service from each stored file (`api_vds`), which a
+site setting turns off (`set_vds_enabled`). See docs/emulator.md for the endpoints, error
+codes and fault injection.
 """
 
 from __future__ import annotations

@@ -15,7 +15,10 @@ from tableauhyperapi import Connection
 from test_galaxy import SITE, TOKEN_NAME, TOKEN_SECRET, Galaxy
 
 from hyper_assets import (
+    ConnectedAppSignIn,
     HyperDatabase,
+    TableauServerResource,
+    VizqlDataServiceError,
     check_tableau_copy,
     quality_warning_sensor,
     tableau_copy_check,
@@ -41,11 +44,16 @@ def galaxy(tmp_path: Path, emulator: Emulator, hyper: SharedHyper) -> Galaxy:
     return galaxy
 
 
-def _check(galaxy: Galaxy, datasource: str, tables: list[str], **options: Any) -> Any:
-    resources = galaxy.resources()
+def _check(
+    galaxy: Galaxy,
+    datasource: str,
+    tables: list[str],
+    tableau: TableauServerResource | None = None,
+    **options: Any,
+) -> Any:
     return check_tableau_copy(
         HyperDatabase(database=str(galaxy.database)),
-        resources["tableau"],
+        tableau or galaxy.resources()["tableau"],
         datasource,
         "Default",
         tables=tables,
@@ -111,6 +119,26 @@ def test_a_model_that_is_not_the_tree_names_what_differs(galaxy: Galaxy) -> None
         "relationship 'flights' -> 'airports (dest)' is in Tableau's model, not the file's tree",
         "relationship 'flights' -> 'airports (origin)' is in Tableau's model, not the file's tree",
     )
+
+
+def test_a_connected_app_signs_in_with_the_scope_the_service_needs(galaxy: Galaxy) -> None:
+    """The publish's Connected App sign-in: its default scopes include VDS's; without it,
+    the service's refusal is an error naming the scope, not a pass."""
+    app = ("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")  # conftest.py's APP
+
+    def tableau(**scopes: Any) -> TableauServerResource:
+        sign_in = ConnectedAppSignIn(
+            client_id=app[0], secret_id=app[1], secret_value=app[2], username="etl", **scopes
+        )
+        return TableauServerResource(server_url=galaxy.emulator.url, site=SITE, sign_in=sign_in)
+
+    assert _check(galaxy, "Weather", ["weather", "airports"], tableau()).passed
+    publish_only = ["tableau:content:read"]
+    with pytest.raises(VizqlDataServiceError) as refused:
+        _check(galaxy, "Weather", ["weather", "airports"], tableau(scopes=publish_only))
+    assert (refused.value.status, refused.value.code) == (403, "403000")
+    assert "tableau:viz_data_service:read" in str(refused.value)
+    assert not refused.value.disabled
 
 
 def test_with_the_service_off_the_check_is_skipped_not_failed(galaxy: Galaxy) -> None:
