@@ -16,6 +16,8 @@ from test_galaxy import SITE, TOKEN_NAME, TOKEN_SECRET, Galaxy
 
 from hyper_assets import (
     ConnectedAppSignIn,
+    CopyFigure,
+    CopyReport,
     HyperDatabase,
     TableauServerResource,
     VizqlDataServiceError,
@@ -200,3 +202,17 @@ def test_the_asset_check_fails_and_the_quality_warning_appears(galaxy: Galaxy) -
         )
         assert "partition '2024-03-01'" in warning.message
         server.auth.sign_out()
+
+
+def test_a_figure_matches_within_float_noise_and_names_both_sides() -> None:
+    assert CopyFigure("flights", "SUM(seats)", 0.1 + 0.2, 0.3).matches
+    assert not CopyFigure("flights", "SUM(seats)", 0.3, 0.31).matches
+    lost = CopyFigure("flights", "COUNT(day)", 2, None, "2024-03-02")
+    assert not lost.matches
+    assert str(lost) == (
+        "table 'flights' partition '2024-03-02': COUNT(day) is absent in Tableau's copy, "
+        "2 in the file"
+    )
+    report = CopyReport("Flights", figures=(lost,) * 21, queries=4)
+    assert report.describe().endswith("; and 1 more.")
+    assert CopyReport("Flights", skipped="off").describe() == "Skipped: off"

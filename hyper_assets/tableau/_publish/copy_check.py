@@ -168,7 +168,8 @@ def check_copy(
         fields = vds.fields(ask("read-metadata", {}))
     except VizqlDataServiceError as err:
         if err.disabled:
-            return CopyReport(datasource, skipped=f"{err.detail}. {err.hint}", queries=ask.count)
+            why = f"{err.detail.rstrip('.')}. {err.hint}"
+            return CopyReport(datasource, skipped=why, queries=ask.count)
         raise
     differences = model_differences(tree, found)
     figures: list[CopyFigure] = []
@@ -194,8 +195,12 @@ def check_copy(
         measures = _Measures(named, counted, summed)
         local = _local(connection, source, measures)
         figures += _figures(caption, measures, local, ask.figures(measures))
-        if table == tree.fact and partition_column is not None:
-            partitions = _last_partitions(connection, source, partition_column, last_partitions)
+        partitions = (
+            _last_partitions(connection, source, partition_column, last_partitions)
+            if table == tree.fact and partition_column is not None
+            else []
+        )
+        if partition_column is not None and partitions:  # the fact's, if it has rows
             local = _local(connection, source, measures, partition_column, partitions)
             remote = ask.figures(measures, named[partition_column], partitions)
             figures += _figures(caption, measures, local, remote)
@@ -304,7 +309,10 @@ def _local(
         [row] = connection.execute_list_query(f"SELECT {', '.join(aggregates)} FROM {table}")
         return {None: tuple(_number(v) for v in row)}
     part = escape_name(partition_column)
-    newest = f"SELECT DISTINCT {part} FROM {table} ORDER BY {part} DESC LIMIT {len(partitions)}"
+    newest = (
+        f"SELECT DISTINCT {part} FROM {table} WHERE {part} IS NOT NULL ORDER BY {part} DESC "
+        f"LIMIT {len(partitions)}"
+    )
     rows = connection.execute_list_query(
         f"SELECT {part}, {', '.join(aggregates)} FROM {table} WHERE {part} IN ({newest}) "
         f"GROUP BY {part}"
