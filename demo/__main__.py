@@ -9,7 +9,9 @@
    incremental publish sends that day;
 5. a summary, and a check that each emulator copy equals the local file, table by table:
    in "Flights", `airports (origin)` and `airports (dest)`, the copies the publish makes
-   for the two roles of `airports`, each equal `airports`.
+   for the two roles of `airports`, each equal `airports`; and each publish's copy check,
+   which asked the emulator's VizQL Data Service for the model, rows and last days of its
+   copy, as it would ask Tableau.
 
 Every run, materialisation and check result is recorded in data/dagster_home/, the
 instance `make ui` opens. 2013-12-31 is left to land while the UI runs (docs/demo.md's
@@ -49,6 +51,7 @@ from demo.spark import spark_config, stderr_to
 from demo.ui import dagster_home
 from hyper_assets._engine.process import HyperSettings, SharedHyper
 from hyper_assets.emulator import Emulator
+from hyper_assets.tableau._dagster.copy_check import CHECK_NAME as COPY_CHECK
 from hyper_assets.tableau._publish.model import read_model
 
 #: The day that lands during the demo, for the landing sensors to see.
@@ -88,14 +91,19 @@ def run_job(defs: Definitions, name: str, instance: DagsterInstance, **options: 
 
 
 def publish(defs: Definitions, instance: DagsterInstance) -> list[dict[str, Any]]:
-    """Runs the publish job: each data source's metadata, in the order of DATASOURCES."""
+    """Runs the publish job: each data source's metadata, in the order of DATASOURCES, with
+    `copy_check`, the evaluation of its copy check (which the job runs after the publish)."""
     result = defs.resolve_job_def("publish_job").execute_in_process(
         instance=instance, run_config=QUIET
     )
+    copies = {
+        e.asset_key: e for e in result.get_asset_check_evaluations() if e.check_name == COPY_CHECK
+    }
     published = []
     for datasource in DATASOURCES:
         (materialization,) = result.asset_materializations_for_node(datasource.op.name)
-        published.append({key: value.value for key, value in materialization.metadata.items()})
+        metadata = {key: value.value for key, value in materialization.metadata.items()}
+        published.append(metadata | {"copy_check": copies[datasource.key]})
     return published
 
 
@@ -272,6 +280,9 @@ def summary(
             )
             print(f"               {'; '.join(sent)}")
             print(f"               Tableau jobs: {result['tableau_job_ids']}")
+            copy = result["copy_check"]
+            print(f"               copy check: {'passed' if copy.passed else 'FAILED'}: ", end="")
+            print(copy.description)
     print(f"Done in {time.perf_counter() - story.started:.0f} s.")
     print(
         "\nExplore it: `make ui`, open http://127.0.0.1:3000 (Automation: start the two\n"
@@ -279,6 +290,7 @@ def summary(
         f"run and publish: .venv/bin/python -m demo.arrive --day {YOUR_DAY}"
     )
     every = [equal for compared in tables.values() for *_, equal in compared]
+    every += [result["copy_check"].passed for published in publishes for result in published]
     return 0 if every and all(every) else 1
 
 

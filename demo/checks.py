@@ -6,11 +6,13 @@ warning: they are real data, kept on purpose); every table or day a run writes h
 rows, at least half as many per day as the run before (a warning: 2013-12-31 really has
 no weather); flights always have a carrier and an origin. The facts' checks are
 partitioned: each day a run writes gets its own result. From
-`publish_freshness_check`: no change waits more than an hour to reach Tableau.
+`publish_freshness_check`: no change waits more than an hour to reach Tableau. From
+`tableau_copy_check`: Tableau's copy of each data source, read through its VizQL Data
+Service, has the model, rows and last days of the file.
 From Dagster: column-schema changes and time-partition freshness.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dagster import (
     AssetChecksDefinition,
@@ -22,7 +24,7 @@ from dagster import (
 )
 
 from demo.assets import airlines, airports, flights, planes, weather
-from hyper_assets import build_hyper_checks, publish_freshness_check
+from hyper_assets import build_hyper_checks, publish_freshness_check, tableau_copy_check
 
 DIMENSIONS = (airlines, airports, planes)
 FACTS = (flights, weather)
@@ -30,17 +32,32 @@ FACTS = (flights, weather)
 
 def build_checks(
     published: Sequence[AssetsDefinition] = (),
+    tables: Mapping[str, Sequence[str]] | None = None,
 ) -> Sequence[AssetChecksDefinition]:
     """Every check of the demo, freshness checks last (they need their own sensor).
 
-    With the publish assets `published`, also the checks that their copies are fresh.
+    With the publish assets `published`, also the checks that their copies are fresh;
+    and with the `tables` each data source holds (by name), that Tableau's copy of each
+    is the file's (`copy_check`).
     """
     return [
         *HYPER_CHECKS,
         *(publish_freshness_check(p, max_lag_minutes=60) for p in published),
+        *(copy_check(p, tables) for p in published if tables is not None),
         *SCHEMA_CHECKS,
         *FRESHNESS_CHECKS,
     ]
+
+
+def copy_check(
+    published: AssetsDefinition, tables: Mapping[str, Sequence[str]]
+) -> AssetChecksDefinition:
+    """`tableau_copy_check` of a data source: its fact's last 7 days compared one by one
+    (the fact is the one of `FACTS` it publishes, its days its `partition_expr`)."""
+    datasource = published.metadata_by_key[published.key]["datasource"]
+    [fact] = [f for f in FACTS if f.key in published.asset_deps[published.key]]
+    day = fact.metadata_by_key[fact.key]["partition_expr"]
+    return tableau_copy_check(published, tables=tables[datasource], partition_column=day)
 
 
 def checks_of(fact: AssetsDefinition) -> list[AssetChecksDefinition]:

@@ -80,7 +80,8 @@ def build_definitions(
     checks each day it wrote; after each successful one, `after_facts` publishes what
     changed. `lag_cron` is when the published copy's lag is checked; `sensor_interval` is
     the landing sensors' and `after_facts`' minimum seconds between ticks (Dagster's
-    default, 30; the daemon test lowers it to wait less). The quality warning
+    default, 30; the daemon test lowers it to wait less); it is also when each copy is
+    compared with the file through the VizQL Data Service. The quality warning
     sensors show failed blocking checks and a late publish on each data source in Tableau.
     """
     dimensions_job = define_asset_job("dimensions_job", AssetSelection.groups("dimensions"))
@@ -108,8 +109,9 @@ def build_definitions(
         AssetSelection.assets(*DATASOURCES)
         | AssetSelection.checks(*SCHEMA_CHECKS, *FRESHNESS_CHECKS),
     )
-    # The published copy's lag, checked between publishes (right after one it is 0).
-    checks = build_checks(DATASOURCES)
+    # The published copy's lag, checked between publishes (right after one it is 0), and
+    # Tableau's copy against the file (also checked by each publish, which runs its check).
+    checks = build_checks(DATASOURCES, TABLES)
     publish_lag_job = define_asset_job(
         "publish_lag_job", AssetSelection.checks_for_assets(*DATASOURCES)
     )

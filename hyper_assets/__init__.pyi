@@ -96,12 +96,17 @@ from .errors import (
     UnknownFormatVersionError as UnknownFormatVersionError,
     UnsupportedHomeError as UnsupportedHomeError,
     UnsupportedTypeError as UnsupportedTypeError,
+    VizqlDataServiceError as VizqlDataServiceError,
 )
 from .tableau._dagster.assets import (
     PublishConfig as PublishConfig,
     build_publish_op as build_publish_op,
     publish_condition as publish_condition,
     tableau_datasource_asset as tableau_datasource_asset,
+)
+from .tableau._dagster.copy_check import (
+    check_tableau_copy as check_tableau_copy,
+    tableau_copy_check as tableau_copy_check,
 )
 from .tableau._dagster.quality_sensor import (
     quality_warning_sensor as quality_warning_sensor,
@@ -113,6 +118,10 @@ from .tableau._dagster.resource import (
 )
 from .tableau._dagster.translator import (
     tableau_translator as tableau_translator,
+)
+from .tableau._publish.copy_check import (
+    CopyFigure as CopyFigure,
+    CopyReport as CopyReport,
 )
 from .tableau._rest.quality import (
     QualityWarning as QualityWarning,

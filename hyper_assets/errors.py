@@ -42,7 +42,8 @@ HyperAssetsError
 │   │   ├── UnexpectedReplyError    a reply the client cannot read (HTML, empty, undecodable)
 │   │   ├── TableauSignInError      401
 │   │   ├── DataSourceExistsError   403007
-│   │   └── PayloadTooLargeError    413
+│   │   ├── PayloadTooLargeError    413
+│   │   └── VizqlDataServiceError   a VizQL Data Service refusal (`disabled`: off on the site)
 │   ├── ProjectLookupError          a project path naming none, or several
 │   │   ├── ProjectNotFoundError
 │   │   └── AmbiguousProjectError
@@ -327,6 +328,19 @@ class DataSourceExistsError(TableauRequestError):
 
 class PayloadTooLargeError(TableauRequestError):
     """An update payload above the server's size limit (413)."""
+
+
+class VizqlDataServiceError(TableauRequestError):
+    """Tableau's VizQL Data Service refused a call: its `errorCode` and `message`.
+
+    `disabled` when the service is off on the site (403 with errorCode 403800) or absent
+    from the server (404 without an errorCode): a site administrator turns it on."""
+
+    @property
+    def disabled(self) -> bool:
+        return (self.status, self.code) == (403, "403800") or (
+            self.status == 404 and self.code == "404"
+        )
 
 
 class ProjectLookupError(TableauError):

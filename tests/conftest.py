@@ -126,6 +126,8 @@ NO_SPARK_SUITE_MODULES = {
     "test_model.py",
     "test_publish_refusals.py",
     "test_emulator_http.py",
+    "test_emulator_vds.py",
+    "test_copy_check.py",
     "test_roundtrip.py",
 }
 BOTH_SUITES_MODULES = {"test_public_api.py", "test_frames.py"}

@@ -29,7 +29,7 @@ from demo.arrive import main as arrive_main
 from demo.assets import described
 from demo.checks import build_checks
 from demo.data import FACTS as FACT_TABLES, arrive
-from demo.definitions import DATASOURCES, build_definitions
+from demo.definitions import DATASOURCES, TABLES, build_definitions
 from hyper_assets import HyperIOManager
 from hyper_assets._engine.process import SharedHyper
 
@@ -263,6 +263,16 @@ def test_make_demo_tells_its_story_quietly(demo_data: Path) -> None:
             r"equal \(a copy of Extract\.airports\)",
             out,
         ), out
+    # Each publish's copy check read the emulator's copy through its VizQL Data Service.
+    assert out.count("copy check: passed: ") == 4 and "copy check: FAILED" not in out, out
+    flights = (
+        "copy check: passed: Tableau's copy of 'Flights' is the file's: logical tables "
+        "'airlines', 'airports (dest)', 'airports (origin)', 'flights', 'planes' and their "
+        "relationships"
+    )
+    assert out.count(flights) == 2, out
+    weather = "Tableau's copy of 'Weather' is the file's: logical tables 'airports', 'weather'"
+    assert out.count(weather) == 2, out
     assert "python -m demo.arrive --day 2013-12-31" in out  # the day left for the user
     assert "Setting default log level" in (demo_data / "spark.log").read_text()
 
@@ -417,7 +427,7 @@ def test_the_landing_sensors_ask_for_nothing_the_demo_loaded(demo_data: Path, de
 
 
 def test_every_check_has_a_readable_step_and_a_description() -> None:
-    for checks in build_checks(DATASOURCES):
+    for checks in build_checks(DATASOURCES, TABLES):
         assert not re.search(r"_[0-9a-f]{8}$", checks.node_def.name), checks.node_def.name
         for spec in checks.check_specs:
             assert spec.description, spec.key

@@ -10,7 +10,9 @@ default site's "Default" project), applying update batches to them with a real h
         ...
         emulator.faults.fail_requests("PATCH", r"/data$", status=429, retry_after=1)
 
-See docs/emulator.md for the endpoints, error codes and fault injection.
+It also answers Tableau's VizQL Data Service from each stored file (`api_vds`), which a
+site setting turns off (`set_vds_enabled`). See docs/emulator.md for the endpoints, error
+codes and fault injection.
 """
 
 from __future__ import annotations
@@ -139,6 +141,11 @@ class Emulator:
         if site is None:
             raise EmulatorConfigError(f"this emulator hosts no site {content_url!r}.")
         return site
+
+    def set_vds_enabled(self, enabled: bool, site: str = "") -> None:
+        """Turn the VizQL Data Service on or off for `site`, as its site setting does (on
+        by default); while off, each request of it gets 403 with errorCode 403800."""
+        self._site(site).vds_enabled = enabled
 
     def expire_tokens(self) -> None:
         """End every signed-in session: the next authenticated call gets 401."""

@@ -1,7 +1,8 @@
 """The emulator's own errors: server-side code, which the client never raises.
 
-`RestApiError` is the emulator's refusal (answer the request with this status and
-Tableau error code); the client's errors (`hyper_assets.errors`) do not derive from it.
+`RestApiError` is the emulator's refusal of a REST call (answer the request with this
+status and Tableau error code), `VdsApiError` its refusal of a VizQL Data Service call; the
+client's errors (`hyper_assets.errors`) derive from neither.
 `ActionBatchError` and `EmulatorConfigError` are `HyperAssetsError`s, so a caller that
 catches the library's root error catches them too.
 """
@@ -37,3 +38,13 @@ class ActionBatchError(HyperAssetsError):
 
 class EmulatorConfigError(HyperAssetsError):
     """The REST emulator cannot start as configured (bad data dir, token or port)."""
+
+
+class VdsApiError(Exception):
+    """A VizQL Data Service error reply: HTTP status and the schema's `TableauError` fields."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message

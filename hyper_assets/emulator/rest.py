@@ -2,7 +2,7 @@
 
 `Request` carries what the router found (path groups, the session, the site of the path);
 a handler returns a `Reply` of `Node`s, which `RequestHandler` renders as XML or JSON,
-or of an open file, which it sends as it is.
+or of an open file or a JSON body (the VizQL Data Service's), which it sends as it is.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
     file: BinaryIO | None = None  # a file's bytes as the body instead of nodes (a download)
+    json: bytes | None = None  # a JSON body instead of nodes (the VizQL Data Service's)
 
 
 def _bug(detail: str) -> RestApiError:

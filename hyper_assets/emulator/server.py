@@ -1,9 +1,10 @@
 """HTTP routing of the REST endpoints the emulator serves.
 
 `ROUTES` maps (method, path regex) to a handler of `api_sites`, `api_datasources`,
-`api_jobs` or `api_warnings`; paths match any API version and any letter case. `Api`
-holds the stores the handlers work on, signs requests in and answers each one, errors
-included. `RequestHandler` adapts `http.server` to `Api.handle`.
+`api_jobs`, `api_warnings` or `api_vds` (the VizQL Data Service); REST paths match any
+API version, and paths any letter case. `Api` holds the stores the handlers work on,
+signs requests in and answers each one, errors included. `RequestHandler` adapts
+`http.server` to `Api.handle`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tableauhyperapi import Endpoint
 
-from hyper_assets.emulator import api_datasources, api_jobs, api_sites, api_warnings
+from hyper_assets.emulator import api_datasources, api_jobs, api_sites, api_vds, api_warnings
 from hyper_assets.emulator.errors import RestApiError
 from hyper_assets.emulator.faults import Faults
 from hyper_assets.emulator.jobs import JobRunner
@@ -97,6 +98,12 @@ ROUTES = [
     _route("GET", DQW + r"/(?P<dqw>[^/]+)", api_warnings.get_warning, READ),
     _route("PUT", DQW + r"/(?P<dqw>[^/]+)", api_warnings.update_warning),
     _route("DELETE", DQW + r"/(?P<dqw>[^/]+)", api_warnings.delete_warning),
+    # The VizQL Data Service signs its requests in itself: its refusals are JSON.
+    _route("POST", api_vds.PREFIX + "/read-metadata", api_vds.read_metadata, auth=False),
+    _route(
+        "POST", api_vds.PREFIX + "/get-datasource-model", api_vds.get_datasource_model, auth=False
+    ),
+    _route("POST", api_vds.PREFIX + "/query-datasource", api_vds.query_datasource, auth=False),
 ]
 
 
@@ -209,6 +216,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         if reply.file is not None:
             self._send_file(reply, reply.file)
             return
+        if reply.json is not None:
+            self._send_json(reply, reply.json)
+            return
         as_json = "application/json" in (self.headers.get("Accept") or "").lower()
         payload = render(reply.nodes, as_json, self.api.api_version) if reply.nodes else b""
         self.send_response(reply.status)
@@ -221,6 +231,15 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _send_json(self, reply: Reply, body: bytes) -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", "application/json")
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _send_file(self, reply: Reply, file: BinaryIO) -> None:
         """A download's reply: the open file's bytes, copied in chunks."""

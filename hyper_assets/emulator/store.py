@@ -85,6 +85,7 @@ class Site:
 
     def __init__(self, content_url: str, directory: Path) -> None:
         self.content_url = content_url
+        self.vds_enabled = True  # the site setting that lets the VizQL Data Service answer
         self.id = _id("site", content_url)
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -70,7 +70,7 @@ class ConnectedAppSignIn(Config):
     username: str = Field(description="The Tableau user the app acts as.")
     scopes: list[str] = Field(
         default_factory=lambda: list(PUBLISH_SCOPES),
-        description="What the JWT grants: by default what a publish calls.",
+        description="What the JWT grants: by default what a publish and the copy check call.",
     )
 
     def credentials(self) -> ConnectedAppCredentials:

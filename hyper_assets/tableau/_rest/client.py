@@ -32,7 +32,7 @@ from hyper_assets.errors import (
     TableauJobTimeoutError,
     TableauRequestError,
 )
-from hyper_assets.tableau._rest import jobs, replies
+from hyper_assets.tableau._rest import jobs, replies, vds
 from hyper_assets.tableau._rest.downloads import extract_hyper, save_within
 from hyper_assets.tableau._rest.projects import match_project
 from hyper_assets.tableau._rest.replies import DataSource, Job, Project
@@ -199,6 +199,25 @@ class TableauClient:
             if number * size >= total:
                 return
             number += 1
+
+    def vds(self, operation: str, body: dict[str, Any]) -> Any:
+        """The JSON reply of VizQL Data Service `operation` ("read-metadata",
+        "get-datasource-model", "query-datasource"), signed in as the REST calls are (again,
+        once, on 401); a refusal is a `VizqlDataServiceError`. A read: retried while safe."""
+
+        def send() -> httpx.Response:
+            if self._token is None:
+                self.sign_in()
+            headers = {"X-Tableau-Auth": self._token or ""}
+            url = f"{vds.PATH}/{operation}"
+            return self._transport.send("POST", url, repeatable=True, json=body, headers=headers)
+
+        response = send()
+        if response.status_code == 401:
+            log.info("Tableau session expired or was ended; signing in again")
+            self._token = None
+            response = send()
+        return vds.reply(response, operation)
 
     # --- projects and data sources -------------------------------------------------------------
 

@@ -1,0 +1,152 @@
+"""The copy check: Tableau's copy of a published data source against the local file,
+through Tableau's VizQL Data Service (`hyper_assets.tableau._publish.copy_check` compares).
+
+    copy = tableau_copy_check(published, partition_column="day")
+    Definitions(assets=[..., published], asset_checks=[copy], sensors=[
+        quality_warning_sensor(published, [copy, *checks])])
+
+`tableau_copy_check` is an asset check on the publish asset: Dagster runs it after each
+publish the run materialises (`blocking=True` holds back what is downstream of the
+publish until it passes), and on a schedule in a job of its own
+(`define_asset_job(selection=AssetSelection.checks(copy))`). Its failure shows in Tableau
+as a data quality warning through `quality_warning_sensor`, which watches every check of
+the publish asset. `check_tableau_copy` is the same comparison for use outside Dagster.
+"""
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+from hyper_assets._dagster.identity import latest, read_identity, require_same
+from hyper_assets._dagster.located import ExtractSource
+from hyper_assets._home.home import HyperDatabase
+from hyper_assets.errors import ConfigurationError, VizqlDataServiceError
+from hyper_assets.tableau._dagster.resource import TableauServerResource
+from hyper_assets.tableau._publish.copy_check import (
+    DEFAULT_LAST_PARTITIONS,
+    CopyReport,
+    check_copy,
+)
+
+CHECK_NAME = "tableau_copy_matches"
+
+
+def check_tableau_copy(
+    database: HyperDatabase,
+    tableau: TableauServerResource,
+    datasource: str,
+    project: str,
+    *,
+    tables: Sequence[str] | None = None,
+    partition_column: str | None = None,
+    last_partitions: int = DEFAULT_LAST_PARTITIONS,
+    sum_column: str | None = None,
+) -> CopyReport:
+    """Whether Tableau's copy of data source `datasource` of `project` is the file's.
+
+    Asks the VizQL Data Service, signed in as `tableau` publishes, for the data source's
+    model, fields and figures (`CopyReport` says what differs), and compares them with the
+    file of `database` as a publish of `tables` (all without) makes it: its tree of tables,
+    each table's rows, the fact's SUM of `sum_column` (a numeric non-key column unless
+    given), and the count and sum of each of the fact's last `last_partitions` values of
+    `partition_column`. Where the site has the service off, the report is `skipped`."""
+    with (
+        database.reading() as path,
+        database.hyper.connect(path, create=False) as connection,
+        tableau.client() as client,
+    ):
+        return check_copy(
+            connection,
+            client,
+            datasource,
+            project,
+            tables=tables,
+            partition_column=partition_column,
+            last_partitions=last_partitions,
+            sum_column=sum_column,
+        )
+
+
+def tableau_copy_check(
+    published: dg.AssetsDefinition,
+    *,
+    tables: Sequence[str] | None = None,
+    partition_column: str | None = None,
+    last_partitions: int = DEFAULT_LAST_PARTITIONS,
+    sum_column: str | None = None,
+    blocking: bool = False,
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+    io_manager_key: str = "io_manager",
+    database_key: str | None = None,
+    tableau_key: str = "tableau",
+) -> dg.AssetChecksDefinition:
+    """`tableau_copy_matches` on `published` (a `tableau_datasource_asset`): Tableau's copy
+    of its data source is the file's, as `check_tableau_copy` compares them (give the same
+    `tables` as the publish). It costs `T + 3` VizQL Data Service queries for a data source
+    of `T` tables; where the site has the service off it passes, saying it was skipped.
+    A file made anew since the publish is an `ExtractRecreatedError`."""
+    metadata = published.metadata_by_key.get(published.key, {})
+    datasource, project = metadata.get("datasource"), metadata.get("project")
+    label = published.key.to_user_string()
+    if not isinstance(datasource, str) or not isinstance(project, str):
+        raise ConfigurationError(
+            f"tableau_copy_check: asset {label} has no datasource and project metadata; "
+            "pass the asset tableau_datasource_asset() made."
+        )
+    source = ExtractSource(io_manager_key, database_key)
+
+    @dg.asset_check(
+        asset=published,
+        name=CHECK_NAME,
+        blocking=blocking,
+        required_resource_keys={source.resource_key, tableau_key},
+        description=f"Tableau's copy of data source {datasource!r} (its model, rows and the "
+        "fact's last partitions, read through the VizQL Data Service) is the file's.",
+    )
+    def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        tableau = getattr(context.resources, tableau_key)
+        if not isinstance(tableau, TableauServerResource):
+            raise ConfigurationError(
+                f"The copy check of {label} needs a TableauServerResource under resource key "
+                f"{tableau_key!r}; found a {type(tableau).__name__}."
+            )
+        home = source.locate(context.resources, f"The copy check of {label}").database
+        with home.reading() as path:
+            require_same(
+                read_identity(path),
+                latest(context.instance, published.key),
+                home.uri,
+                f"Checking Tableau's copy of {label}",
+                None,
+            )
+        try:
+            report = check_tableau_copy(
+                home,
+                tableau,
+                datasource,
+                project,
+                tables=tables,
+                partition_column=partition_column,
+                last_partitions=last_partitions,
+                sum_column=sum_column,
+            )
+        except VizqlDataServiceError as err:
+            return dg.AssetCheckResult(passed=False, severity=severity, description=str(err))
+        if report.skipped:
+            context.log.warning(report.describe())
+        elif not report.passed:
+            context.log.error(report.describe())
+        return dg.AssetCheckResult(
+            passed=report.passed,
+            severity=severity,
+            description=report.describe(),
+            metadata={
+                "skipped": report.skipped is not None,
+                "queries": report.queries,
+                "logical_tables": list(report.tables),
+                "figures": len(report.figures),
+                "differences": report.failures[:50],
+            },
+        )
+
+    return _check

@@ -1,0 +1,218 @@
+"""The copy check against the emulator's VizQL Data Service: a galaxy whose Flights data
+source holds two role copies of airports passes; rows deleted from one partition of the
+emulator's stored copy behind the publish's back fail it naming that partition and both
+counts, and show as a data quality warning; a site with the service off skips it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import tableauserverclient as TSC
+from tableauhyperapi import Connection
+from test_galaxy import SITE, TOKEN_NAME, TOKEN_SECRET, Galaxy
+
+from hyper_assets import (
+    ConnectedAppSignIn,
+    CopyFigure,
+    CopyReport,
+    HyperDatabase,
+    TableauServerResource,
+    VizqlDataServiceError,
+    check_tableau_copy,
+    quality_warning_sensor,
+    tableau_copy_check,
+    tableau_datasource_asset,
+)
+from hyper_assets._engine.process import SharedHyper
+from hyper_assets.emulator import Emulator
+
+DAYS = ("2024-03-01", "2024-03-02", "2024-03-03")
+FLIGHTS_TABLES = ["flights", "airports"]
+
+
+@pytest.fixture
+def galaxy(tmp_path: Path, emulator: Emulator, hyper: SharedHyper) -> Galaxy:
+    """Airports, three days of flights and weather, published as Flights and Weather."""
+    galaxy = Galaxy(tmp_path / "galaxy.hyper", emulator, hyper)
+    galaxy.write("airports")
+    for day in DAYS:
+        galaxy.write("flights", day)
+        galaxy.write("weather", day)
+    assert galaxy.publish("Flights", FLIGHTS_TABLES)["publish"] == "full"
+    assert galaxy.publish("Weather", ["weather", "airports"])["publish"] == "full"
+    return galaxy
+
+
+def _check(
+    galaxy: Galaxy,
+    datasource: str,
+    tables: list[str],
+    tableau: TableauServerResource | None = None,
+    **options: Any,
+) -> Any:
+    return check_tableau_copy(
+        HyperDatabase(database=str(galaxy.database)),
+        tableau or galaxy.resources()["tableau"],
+        datasource,
+        "Default",
+        tables=tables,
+        **options,
+    )
+
+
+def _delete_behind_the_publish(galaxy: Galaxy, where: str) -> None:
+    remote = galaxy.emulator.site_dir(SITE) / "Flights.hyper"
+    with Connection(galaxy.hyper.endpoint, remote) as connection:
+        assert connection.execute_command(f'DELETE FROM "Extract"."flights" WHERE {where}') == 1
+
+
+def test_the_copies_of_flights_and_weather_pass_with_their_roles_among_the_tables(
+    galaxy: Galaxy,
+) -> None:
+    report = _check(galaxy, "Flights", FLIGHTS_TABLES, partition_column="day", last_partitions=2)
+    assert report.passed and not report.skipped, report.failures
+    assert sorted(report.tables) == ["airports (dest)", "airports (origin)", "flights"]
+    assert report.queries == 3 + 3  # fields, model, a count per table, the last partitions
+    figures = {(f.table, f.partition, f.measure): (f.local, f.tableau) for f in report.figures}
+    # flights' seats: day.day and day.day + 100 on each day; the last two days compared.
+    assert figures["flights", None, "SUM(seats)"] == (306 + 6, 306 + 6)
+    assert figures["flights", "2024-03-03", "SUM(seats)"] == (106, 106)
+    assert figures["flights", "2024-03-02", "COUNT(day)"] == (2, 2)
+    assert ("flights", "2024-03-01", "COUNT(day)") not in figures  # not among the last 2
+    assert figures["airports (dest)", None, "COUNT(faa)"] == (3, 3)
+    assert "6 VizQL Data Service queries" in report.describe()
+
+    weather = _check(galaxy, "Weather", ["weather", "airports"], partition_column="day")
+    assert weather.passed, weather.failures
+    assert sorted(weather.tables) == ["airports", "weather"]
+    assert {f.partition for f in weather.figures} == {None, *DAYS}
+
+
+def test_rows_deleted_behind_the_publish_fail_naming_the_partition_and_both_counts(
+    galaxy: Galaxy,
+) -> None:
+    _delete_behind_the_publish(galaxy, "day = DATE '2024-03-02' AND origin = 'LAX'")
+    report = _check(galaxy, "Flights", FLIGHTS_TABLES, partition_column="day")
+    assert not report.passed
+    failures = report.failures
+    assert (
+        "table 'flights' partition '2024-03-02': COUNT(day) is 1 in Tableau's copy, 2 in the file"
+        in failures
+    )
+    assert (
+        "table 'flights' partition '2024-03-02': SUM(seats) is 2 in Tableau's copy, 104 in the "
+        "file" in failures
+    )
+    assert "table 'flights': COUNT(day) is 5 in Tableau's copy, 6 in the file" in failures
+    assert len(failures) == 4  # the table's and the partition's count and sum; no other
+    assert report.describe().startswith("Tableau's copy of 'Flights' is not the file's (4 ")
+
+
+def test_a_model_that_is_not_the_tree_names_what_differs(galaxy: Galaxy) -> None:
+    """Flights checked as if it held flights alone: Tableau's two role copies differ."""
+    report = _check(galaxy, "Flights", ["flights"])
+    assert not report.passed
+    assert report.model_differences == (
+        "logical table 'airports (dest)' is in Tableau's model, not the file's tree",
+        "logical table 'airports (origin)' is in Tableau's model, not the file's tree",
+        "relationship 'flights' -> 'airports (dest)' is in Tableau's model, not the file's tree",
+        "relationship 'flights' -> 'airports (origin)' is in Tableau's model, not the file's tree",
+    )
+
+
+def test_a_connected_app_signs_in_with_the_scope_the_service_needs(galaxy: Galaxy) -> None:
+    """The publish's Connected App sign-in: its default scopes include VDS's; without it,
+    the service's refusal is an error naming the scope, not a pass."""
+    app = ("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")  # conftest.py's APP
+
+    def tableau(**scopes: Any) -> TableauServerResource:
+        sign_in = ConnectedAppSignIn(
+            client_id=app[0], secret_id=app[1], secret_value=app[2], username="etl", **scopes
+        )
+        return TableauServerResource(server_url=galaxy.emulator.url, site=SITE, sign_in=sign_in)
+
+    assert _check(galaxy, "Weather", ["weather", "airports"], tableau()).passed
+    publish_only = ["tableau:content:read"]
+    with pytest.raises(VizqlDataServiceError) as refused:
+        _check(galaxy, "Weather", ["weather", "airports"], tableau(scopes=publish_only))
+    assert (refused.value.status, refused.value.code) == (403, "403000")
+    assert "tableau:viz_data_service:read" in str(refused.value)
+    assert not refused.value.disabled
+
+
+def test_with_the_service_off_the_check_is_skipped_not_failed(galaxy: Galaxy) -> None:
+    galaxy.emulator.set_vds_enabled(False, site=SITE)
+    report = _check(galaxy, "Flights", FLIGHTS_TABLES, partition_column="day")
+    assert report.passed and report.figures == ()
+    assert report.skipped is not None and "not enabled for this site" in report.skipped
+    assert report.describe().startswith("Skipped: The VizQL Data Service feature is not enabled")
+
+
+@pytest.mark.slow
+def test_the_asset_check_fails_and_the_quality_warning_appears(galaxy: Galaxy) -> None:
+    assets = galaxy.assets()
+    published = tableau_datasource_asset(
+        datasource="Flights",
+        project="Default",
+        deps=assets,
+        tables=FLIGHTS_TABLES,
+        key="tableau_flights",  # as Galaxy.publish made it
+    )
+    copy = tableau_copy_check(published, tables=FLIGHTS_TABLES, partition_column="day")
+    sensor = quality_warning_sensor(published, [copy])
+    resources = galaxy.resources()
+    with dg.DagsterInstance.ephemeral() as instance:
+
+        def run() -> Any:
+            result = dg.materialize(
+                [published, *assets, copy],
+                selection=dg.AssetSelection.assets(published),  # and its check
+                resources=resources,
+                instance=instance,
+            )
+            [evaluation] = result.get_asset_check_evaluations()
+            return evaluation
+
+        def tick() -> str | None:
+            tableau = {"tableau": resources["tableau"]}
+            context = dg.build_sensor_context(instance=instance, resources=tableau)
+            return sensor.evaluate_tick(context).skip_message
+
+        passing = run()
+        assert passing.passed and passing.check_name == "tableau_copy_matches"
+        assert passing.metadata["queries"].value == 6
+        _delete_behind_the_publish(galaxy, "day = DATE '2024-03-01' AND origin = 'JFK'")
+        failing = run()  # nothing to send: the publish cannot see what the server lost
+        assert not failing.passed
+        assert "partition '2024-03-01': COUNT(day) is 1 in Tableau's copy, 2 in the file" in (
+            failing.description
+        )
+        assert (tick() or "").startswith("Data quality warning on 'Flights' added: 1 check(s)")
+        server = TSC.Server(galaxy.emulator.url, use_server_version=True)
+        server.auth.sign_in(TSC.PersonalAccessTokenAuth(TOKEN_NAME, TOKEN_SECRET, site_id=SITE))
+        (item,) = [d for d in TSC.Pager(server.datasources) if d.name == "Flights"]
+        server.datasources.populate_dqw(item)
+        [warning] = item.dqws
+        assert warning.active and warning.severe is False
+        assert (
+            "tableau_flights tableau_copy_matches: Tableau's copy of 'Flights'" in warning.message
+        )
+        assert "partition '2024-03-01'" in warning.message
+        server.auth.sign_out()
+
+
+def test_a_figure_matches_within_float_noise_and_names_both_sides() -> None:
+    assert CopyFigure("flights", "SUM(seats)", 0.1 + 0.2, 0.3).matches
+    assert not CopyFigure("flights", "SUM(seats)", 0.3, 0.31).matches
+    lost = CopyFigure("flights", "COUNT(day)", 2, None, "2024-03-02")
+    assert not lost.matches
+    assert str(lost) == (
+        "table 'flights' partition '2024-03-02': COUNT(day) is absent in Tableau's copy, "
+        "2 in the file"
+    )
+    report = CopyReport("Flights", figures=(lost,) * 21, queries=4)
+    assert report.describe().endswith("; and 1 more.")
+    assert CopyReport("Flights", skipped="off").describe() == "Skipped: off"
