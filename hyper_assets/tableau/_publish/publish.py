@@ -119,6 +119,16 @@ class _File:
     types: dict[TableName, dict[str, SqlType]]  # the columns of the changes' tables
 
 
+@dataclass(frozen=True)
+class _Taken:
+    """A full plan whose tree file is still to be written, outside the database's lock,
+    from `copy`: the file copied under the lock when `plan` was made from it."""
+
+    plan: Plan
+    model: DataModel
+    copy: Path
+
+
 class Publisher:
     """Keeps data source `datasource` of `project` equal to the `.hyper` file `database`."""
 
@@ -191,10 +201,12 @@ class Publisher:
         The database's lock is held for each step that must be one for the file's writers,
         and never while sending (writers go on meanwhile): the survey with what it decides
         (the outbox read, then its changes settled and their rows written into the plan's
-        payload, no write between), and the commit of each plan sent (its publish state
-        saved, and the changes every data source sent cleared from the outbox that writers
-        add to). A resumed plan's commit and the making of the next plan are one step. So a
-        publish takes the lock once, and once more for each plan it sends.
+        payload, or the file copied for a full plan, no write between), and the commit of
+        each plan sent (its publish state saved, and the changes every data source sent
+        cleared from the outbox that writers add to). A full plan's tree file is written
+        from its copy after the lock is let go (`_build`), so writers do not wait for it. A
+        resumed plan's commit and the making of the next plan are one step. So a publish
+        takes the lock once, and once more for each plan it sends.
         """
         started = time.perf_counter()
         project_id = self.client.project(self.project).id
@@ -225,7 +237,8 @@ class Publisher:
             with self.hyper.lock(self.database):  # its commit, and the next plan
                 state = self._commit(resumed, state)
                 made = self._make_plan(None, state, replaces=None)
-        new, model = made
+        taken, model = made
+        new = self._build(taken) if isinstance(taken, _Taken) else taken
         if new is not None:
             new, jobs, state = self._send(new, project_id)
             sent.append((new, jobs))
@@ -288,14 +301,16 @@ class Publisher:
 
     def _make_plan(
         self, full_reason: str | None, state: PublishState | None, replaces: Plan | None
-    ) -> tuple[Plan | None, DataModel]:
-        """The plan, saved, for the changes recorded since the publish `state` (None when
-        there is nothing to send), and the tree the data source's copy holds; for a caller
-        holding the database's lock, so the payload holds the rows of the changes planned.
+    ) -> tuple[Plan | _Taken | None, DataModel]:
+        """The plan for the changes recorded since the publish `state` (None when there is
+        nothing to send), and the tree the data source's copy holds; for a caller holding
+        the database's lock, so the payload holds the rows of the changes planned.
 
         `full_reason` (from `decide`) makes it send the whole file, with every change so
-        far. The plan's files go to a directory of their own; saving `plan.json` is the one
-        step that replaces the plan `replaces`, so a failure before it leaves that plan.
+        far. An update plan, or a full plan of the whole file, is saved here; a full plan
+        of a tree is returned as taken (`_Taken`), for `_build` to finish once the lock is
+        let go. The plan's files go to a directory of their own; saving `plan.json` is the
+        one step that replaces the plan `replaces`, so a failure before it leaves that plan.
         """
         since = None if full_reason else state
         with self.hyper.open(self.database, create=False) as connection:
@@ -324,24 +339,31 @@ class Publisher:
         shutil.rmtree(files, ignore_errors=True)
         files.mkdir(parents=True)
         if sending.kind == "full":
-            written: Plan | None = self._write_snapshot(plan, file, rows)
+            taken = self._take_snapshot(plan, file, rows)
+            if isinstance(taken, _Taken):
+                return taken, file.model
+            written: Plan | None = taken
         else:
             written = self._write_batches(plan, file)
         if written is None:  # only changes of tables no longer in the file
             self.outbox.clear(file.changes)
             shutil.rmtree(self._plan_dir)  # and a plan for another data source
             return None, file.model
-        self._save(written)
-        self._drop_files_but(written)
+        self._keep(written)
+        return written, file.model
+
+    def _keep(self, plan: Plan) -> None:
+        """Saves `plan`, the one step that replaces an earlier plan, and drops the rest."""
+        self._save(plan)
+        self._drop_files_but(plan)
         self.log.info(
             "Publish plan for %s: %s (%s), %d change(s), %d batch(es)",
             self.database.name,
-            written.kind,
-            written.reason,
-            len(written.changes),
-            len(written.batches) or 1,
+            plan.kind,
+            plan.reason,
+            len(plan.changes),
+            len(plan.batches) or 1,
         )
-        return written, file.model
 
     def _read_file(self, connection: Connection, since: int) -> _File:
         """What the plan is made from: the file's tables the data source holds, their tree
@@ -383,25 +405,49 @@ class Publisher:
             },
         )
 
-    def _write_snapshot(self, plan: Plan, file: _File, rows: tuple[SentRows, ...]) -> Plan:
-        """`plan` with the copy of the file (of its tables, for a data source holding some)
-        it sends written; it starts the outbox's tracking on a first publish."""
-        snapshot = self._files(plan) / "snapshot.hyper"
-        if file.whole:
-            shutil.copyfile(self.database, snapshot)
-        else:
-            with self.hyper.open(self.database, create=False) as connection:
-                write_subset(connection, self.database, file.model, snapshot)
+    def _take_snapshot(self, plan: Plan, file: _File, rows: tuple[SentRows, ...]) -> Plan | _Taken:
+        """`plan` with the copy of the file it sends written, for a data source holding the
+        whole file; else taken: the file copied, its tree file for `_build` to write from
+        the copy. For a caller holding the database's lock; it starts the outbox's tracking
+        on a first publish.
+
+        A taken plan is saved as `positions.TAKEN` until `_build` saves it as `plan.json`:
+        its position keeps the changes writers record meanwhile in the outbox for it (the
+        changes after the copy), which other data sources' publishes would otherwise clear.
+        """
+        files = self._files(plan)
+        # The file is as the plan was read: no connection holds it while the lock is held.
+        copy = files / ("snapshot.hyper" if file.whole else "source.hyper")
+        shutil.copyfile(self.database, copy)
         tracking = self.outbox.tracking
         if not tracking:  # from a first publish, or after state.json was deleted
             self.outbox.start_tracking(after=positions.highest(self.outbox))
-        return replace(
+        plan = replace(
             plan,
             position=self.outbox.last_seq(),  # every change so far is in the copy
             rows=rows,
-            payload_bytes=file_size(snapshot),
+            payload_bytes=file_size(copy),
             started_tracking=not tracking,
         )
+        if file.whole:
+            return plan
+        save(self._home / positions.TAKEN, plan)
+        return _Taken(plan, file.model, copy)
+
+    def _build(self, taken: _Taken) -> Plan:
+        """The taken plan with its tree file written from the file's copy, saved; for a
+        caller not holding the database's lock (the copy is this publish's own)."""
+        snapshot = self._files(taken.plan) / "snapshot.hyper"
+        self.log.info("Writing the tree file of %r from a copy of the file", self.datasource)
+        try:
+            with self.hyper.open(taken.copy, create=False) as connection:
+                write_subset(connection, taken.copy, taken.model, snapshot)
+        finally:
+            taken.copy.unlink(missing_ok=True)
+        plan = replace(taken.plan, payload_bytes=file_size(snapshot))
+        self.log.info("Wrote the tree file of %r", self.datasource)
+        self._keep(plan)
+        return plan
 
     def _write_batches(self, plan: Plan, file: _File) -> Plan | None:
         """`plan` with the update batches that send its changes to each published copy of
