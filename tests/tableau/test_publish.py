@@ -10,6 +10,7 @@ it as a data source of its own.
 """
 
 import json
+import logging
 import os
 import random
 import re
@@ -881,6 +882,107 @@ def test_one_file_as_two_data_sources_sharing_a_dimension(setup: Setup) -> None:
         {"table": "Extract.sales", "action": "window", "rows": 5}
     ]
     setup.assert_equal(NAME, STAR)
+
+
+WRITER = """
+import os, sys
+sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])]  # sales_world, helpers
+import dagster as dg
+from sales_world import World, definitions
+from hyper_assets import HyperIOManager, HyperResource
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
+
+database = sys.argv[2]
+world = World(appended=[(int(sys.argv[3]), "written during the publish")])
+unused = TableauServerResource(
+    server_url="http://127.0.0.1:9", sign_in=TokenSignIn(name="-", secret="-")
+)
+assets, _ = definitions(world, database, unused)
+io_manager = HyperIOManager(  # a writer that waits for no lock: one held fails it at once
+    database=database, hyper=HyperResource(lock_timeout_seconds=0), staging_dir=sys.argv[4]
+)
+assert dg.materialize([assets["events"]], resources={"io_manager": io_manager}).success
+"""
+
+
+class _Events(logging.Handler):
+    """Records the publish's log messages; at the start of its tree file, runs `during`."""
+
+    def __init__(self, during: Any) -> None:
+        super().__init__()
+        self.during, self.seen = during, []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.seen.append(message)
+        if message.startswith("Writing the tree file"):
+            self.during()
+            self.seen.append("the writer wrote")
+
+
+def test_a_writer_writes_while_a_first_publish_writes_its_tree_file(setup: Setup) -> None:
+    """A data source of some of the file's tables is sent as a tree file written from a copy
+    of the file, after the file's lock is let go: a writer in another process (its own
+    hyperd, waiting for no lock) appends to `events` meanwhile. The copy sent and the
+    publish's record hold the rows before the write; the next publish sends the appended row."""
+    setup.world.appended, setup.world.upserted = [(0, "zero")], [(1, 10)]
+    for asset in ("products", "events", "stock"):
+        setup.write(asset)
+    setup.write("sales", "2024-03-01")
+    here = os.path.dirname(__file__)
+
+    def write() -> None:
+        staging = str(setup.database.parent / "staging")
+        child = subprocess.run(
+            [sys.executable, "-c", WRITER, here, str(setup.database), "1", staging],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert child.returncode == 0, child.stderr[-3000:]
+
+    events = _Events(write)
+    logger = logging.getLogger("test_publish.tree_file")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(events)
+    try:
+        with setup.resources()["tableau"].client() as client:
+            publisher = Publisher(
+                setup.database,
+                HyperResource(),
+                client,
+                NAME,
+                PROJECT,
+                logger=logger,
+                tables=sorted(STAR),
+            )
+            first = publisher.publish()
+            steps = [m for m in events.seen if "tree file" in m or "writer" in m]
+            assert steps == [
+                f"Writing the tree file of {NAME!r} from a copy of the file",
+                "the writer wrote",
+                f"Wrote the tree file of {NAME!r}",
+            ]
+            assert first.kind == "full"
+            sent = {(r.table, r.action, r.rows) for r in first.rows}
+            assert ("Extract.events", "publish", 1) in sent
+            remote = setup.files.read(setup.remote())
+            assert remote["Extract.events"] == [(0, "zero")]  # as copied, not as written after
+            local = setup.files.read(setup.database)
+            assert local["Extract.events"] == [(0, "zero"), (1, "written during the publish")]
+            assert {k: v for k, v in remote.items() if k != "Extract.events"} == {
+                k: local[k] for k in remote if k != "Extract.events"
+            }
+
+            second = publisher.publish()
+        assert (second.kind, [(r.table, r.action, r.rows) for r in second.rows]) == (
+            "update",
+            [("Extract.events", "insert", 1)],
+        )
+        setup.assert_equal(NAME, STAR)
+        assert not Outbox(setup.database).changes()
+    finally:
+        logger.removeHandler(events)
 
 
 def test_the_publish_state_of_an_earlier_version_is_adopted(setup: Setup) -> None:
