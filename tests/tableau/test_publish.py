@@ -906,35 +906,41 @@ assert dg.materialize([assets["events"]], resources={"io_manager": io_manager}).
 
 
 class _Events(logging.Handler):
-    """Records the publish's log messages; at the start of its tree file, runs `during`."""
+    """Records the publish's log messages, running `write` at two of them: after the file
+    was copied without its lock (id 1), and as the tree file is begun (id 2)."""
 
-    def __init__(self, during: Any) -> None:
+    def __init__(self, write: Any) -> None:
         super().__init__()
-        self.during, self.seen = during, []
+        self.write, self.seen = write, []
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         self.seen.append(message)
-        if message.startswith("Writing the tree file"):
-            self.during()
-            self.seen.append("the writer wrote")
+        for start, row in (("Copied ", 1), ("Writing the tree file", 2)):
+            if message.startswith(start):
+                self.write(row)
+                self.seen.append(f"the writer wrote {row}")
 
 
-def test_a_writer_writes_while_a_first_publish_writes_its_tree_file(setup: Setup) -> None:
+def test_writers_write_while_a_first_publish_copies_the_file_and_writes_its_tree_file(
+    setup: Setup,
+) -> None:
     """A data source of some of the file's tables is sent as a tree file written from a copy
-    of the file, after the file's lock is let go: a writer in another process (its own
-    hyperd, waiting for no lock) appends to `events` meanwhile. The copy sent and the
-    publish's record hold the rows before the write; the next publish sends the appended row."""
+    of the file, after the file's lock is let go. A writer in another process (its own
+    hyperd, waiting for no lock: one held fails it) appends to `events` twice: after the
+    copy made before the lock (its row is in the copy sent, made the file's equal under
+    the lock), and while the tree file is written (its row is not in the copy sent nor in
+    the publish's record; the next publish sends it)."""
     setup.world.appended, setup.world.upserted = [(0, "zero")], [(1, 10)]
     for asset in ("products", "events", "stock"):
         setup.write(asset)
     setup.write("sales", "2024-03-01")
     here = os.path.dirname(__file__)
 
-    def write() -> None:
+    def write(row: int) -> None:
         staging = str(setup.database.parent / "staging")
         child = subprocess.run(
-            [sys.executable, "-c", WRITER, here, str(setup.database), "1", staging],
+            [sys.executable, "-c", WRITER, here, str(setup.database), str(row), staging],
             capture_output=True,
             text=True,
             timeout=300,
@@ -943,7 +949,7 @@ def test_a_writer_writes_while_a_first_publish_writes_its_tree_file(setup: Setup
 
     events = _Events(write)
     logger = logging.getLogger("test_publish.tree_file")
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     logger.addHandler(events)
     try:
         with setup.resources()["tableau"].client() as client:
@@ -957,19 +963,23 @@ def test_a_writer_writes_while_a_first_publish_writes_its_tree_file(setup: Setup
                 tables=sorted(STAR),
             )
             first = publisher.publish()
-            steps = [m for m in events.seen if "tree file" in m or "writer" in m]
+            steps = [m for m in events.seen if m.startswith(("Copied", "the writer", "Wr"))]
             assert steps == [
+                f"Copied {setup.database.name} before taking its lock",
+                "the writer wrote 1",
                 f"Writing the tree file of {NAME!r} from a copy of the file",
-                "the writer wrote",
+                "the writer wrote 2",
                 f"Wrote the tree file of {NAME!r}",
             ]
             assert first.kind == "full"
             sent = {(r.table, r.action, r.rows) for r in first.rows}
-            assert ("Extract.events", "publish", 1) in sent
+            assert ("Extract.events", "publish", 2) in sent
             remote = setup.files.read(setup.remote())
-            assert remote["Extract.events"] == [(0, "zero")]  # as copied, not as written after
+            during = "written during the publish"
+            # As copied under the lock: row 1, written before it, and not row 2, written after.
+            assert remote["Extract.events"] == [(0, "zero"), (1, during)]
             local = setup.files.read(setup.database)
-            assert local["Extract.events"] == [(0, "zero"), (1, "written during the publish")]
+            assert local["Extract.events"] == [(0, "zero"), (1, during), (2, during)]
             assert {k: v for k, v in remote.items() if k != "Extract.events"} == {
                 k: local[k] for k in remote if k != "Extract.events"
             }

@@ -40,7 +40,7 @@ from typing import Any
 
 from tableauhyperapi import Connection, SqlType, TableName
 
-from hyper_assets._base.files import MEGABYTE, file_size
+from hyper_assets._base.files import MEGABYTE, file_size, make_equal
 from hyper_assets._engine.compaction import file_version
 from hyper_assets._engine.resource import HyperResource
 from hyper_assets._engine.sql import count_rows
@@ -168,6 +168,7 @@ class Publisher:
         locks = Path(f"{self.database}.publish")
         self._lock_path = locks / f"{self._home.name}.lock"
         self._holder_path = locks / f"{self._home.name}.holder.json"
+        self._early_copy = locks / f"{self._home.name}.copy.hyper"
         self._plan_dir = self._home / "plan"
         self._state_path = self._home / positions.STATE
         self._sender = BatchSender(
@@ -193,7 +194,21 @@ class Publisher:
         """
         what = f"{self.database} as {self.datasource!r}"
         with publishing(self._lock_path, self._holder_path, self.lock_timeout_seconds, what):
-            return self._publish(full)
+            try:
+                self._copy_early(full)
+                return self._publish(full)
+            finally:
+                self._early_copy.unlink(missing_ok=True)
+
+    def _copy_early(self, full: bool) -> None:
+        """Copies the file without its lock when the publish will likely send it whole (it
+        is asked to, or the data source has no publish state and no plan): under the lock,
+        `_take_snapshot` makes the copy equal to the file by reading both, not by writing
+        it all, so writers wait less."""
+        first = not (self._state_path.exists() or (self._plan_dir / "plan.json").exists())
+        if (full or first) and self.database.exists():
+            shutil.copyfile(self.database, self._early_copy)
+            self.log.debug("Copied %s before taking its lock", self.database.name)
 
     def _publish(self, full: bool) -> PublishResult:
         """Survey, decide (`hyper_assets.tableau._publish.decision`), make the plan, send, commit.
@@ -418,7 +433,11 @@ class Publisher:
         files = self._files(plan)
         # The file is as the plan was read: no connection holds it while the lock is held.
         copy = files / ("snapshot.hyper" if file.whole else "source.hyper")
-        shutil.copyfile(self.database, copy)
+        if self._early_copy.exists():  # made before the lock: now made the file's equal
+            make_equal(self._early_copy, self.database)
+            self._early_copy.replace(copy)
+        else:
+            shutil.copyfile(self.database, copy)
         tracking = self.outbox.tracking
         if not tracking:  # from a first publish, or after state.json was deleted
             self.outbox.start_tracking(after=positions.highest(self.outbox))
