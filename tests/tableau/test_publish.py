@@ -995,6 +995,60 @@ def test_writers_write_while_a_first_publish_copies_the_file_and_writes_its_tree
         logger.removeHandler(events)
 
 
+def test_a_change_made_while_a_tree_file_is_written_is_kept_for_it_by_the_others(
+    setup: Setup,
+) -> None:
+    """While "Sales" writes its first tree file, `products` changes and "Stock", which holds
+    it too, publishes the change and clears what every data source has sent: the plan
+    "Sales" took keeps its place in the outbox, so the change stays for its next publish."""
+    stock = {"datasource": "Stock", "tables": ["stock", "products"]}
+    setup.world.appended, setup.world.upserted = [(0, "zero")], [(1, 10)]
+    for asset in ("products", "events", "stock"):
+        setup.write(asset)
+    setup.write("sales", "2024-03-01")
+    assert setup.publish(**stock)["publish"] == "full"
+
+    def meanwhile(row: int) -> None:
+        if row == 2:  # as the tree file is begun
+            setup.world.products = [(1, "green tea"), (2, "cake")]
+            setup.write("products")
+            assert setup.publish(**stock)["rows"] == [
+                {"table": "Extract.products", "action": "replace", "rows": 2}
+            ]
+
+    events = _Events(meanwhile)
+    logger = logging.getLogger("test_publish.kept")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(events)
+    try:
+        with setup.resources()["tableau"].client() as client:
+            publisher = Publisher(
+                setup.database,
+                HyperResource(),
+                client,
+                NAME,
+                PROJECT,
+                logger=logger,
+                tables=sorted(STAR),
+            )
+            assert publisher.publish().kind == "full"
+            assert "the writer wrote 2" in events.seen
+            remote = setup.files.read(setup.remote())
+            assert remote["Extract.products"] == [(1, "tea"), (2, "cake")]  # as copied
+            assert [c.table.name.unescaped for c in Outbox(setup.database).changes()] == [
+                "products"
+            ]
+            second = publisher.publish()
+        assert [(r.table, r.action, r.rows) for r in second.rows] == [
+            ("Extract.products", "replace", 2)
+        ]
+        setup.assert_equal(NAME, STAR)
+        setup.assert_equal("Stock", {"stock", "products"})
+        assert not Outbox(setup.database).changes()
+    finally:
+        logger.removeHandler(events)
+
+
 def test_the_publish_state_of_an_earlier_version_is_adopted(setup: Setup) -> None:
     """Earlier versions kept one publish state per file, `<outbox>/published.json`."""
     published_base(setup)
