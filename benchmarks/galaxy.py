@@ -9,7 +9,9 @@ through the location's jobs (the unpartitioned tables, then all 80 months of `or
 published whole to the REST emulator (in-process, loopback); then, `--repeats` times,
 one month of `lineitem` written again and published, and `nation` written again and
 published. Each publish's seconds and payload bytes are the publish asset's metadata,
-side by side with the file's size.
+side by side with the file's size. During the first publishes a writer (a thread with a
+hyperd of its own) takes the file again and again, as every write does first, and each
+of its waits is timed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from contextlib import suppress
@@ -87,6 +90,33 @@ class Location:
         return out
 
 
+class Writer(threading.Thread):
+    """Takes `database` as a writer does before it writes (its lock, then a connection),
+    every 50 ms until `stop` is set; `waits` holds the seconds each wait for the lock
+    took, `takes` those of the lock and the connection."""
+
+    def __init__(self, database: Path, work: Path) -> None:
+        from hyper_assets import HyperResource
+
+        super().__init__(daemon=True)
+        self.database = database
+        # Its own hyperd, as a writer in another process has.
+        self.hyper = HyperResource(log_dir=str(work / "writer-logs"))
+        self.waits: list[float] = []
+        self.takes: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            started = time.perf_counter()
+            with self.hyper.lock(self.database):
+                self.waits.append(time.perf_counter() - started)
+                with self.hyper.open(self.database, create=False):
+                    self.takes.append(time.perf_counter() - started)
+            self.stop.wait(0.05)
+        self.hyper.close()
+
+
 def ours_cpu_seconds() -> float:
     """CPU seconds of this process and its children (Spark's JVM, the hyperds), running or
     ended."""
@@ -147,7 +177,12 @@ def measure(data: Path, work: Path, repeats: int) -> dict[str, Any]:
             + location.timed("monthly_job", tags=backfill)
         }
         out["file_bytes"] = location.database.stat().st_size
+        writer = Writer(location.database, work)
+        writer.start()
         out["first"] = location.publish()
+        writer.stop.set()
+        writer.join()
+        out["writer_waits"], out["writer_takes"] = writer.waits, writer.takes
         out["month"], out["nation"], out["write_seconds"] = [], [], {"month": [], "nation": []}
         for _ in range(repeats):
             out["write_seconds"]["month"].append(
@@ -176,7 +211,7 @@ def median(runs: list[dict[str, dict[str, Any]]], datasource: str, key: str) -> 
 def report(f: dict[str, Any]) -> str:
     file = f["file_bytes"]
     first, month, nation = f["first"], f["month"], f["nation"]
-    writes = f["write_seconds"]
+    writes, waits, takes = f["write_seconds"], f["writer_waits"], f["writer_takes"]
     lines = [
         f"load (unpartitioned tables, then 80 months of orders and lineitem): "
         f"{f['load_seconds']:.1f} s; file {file / MB:.1f} MB "
@@ -205,6 +240,14 @@ def report(f: dict[str, Any]) -> str:
     lines += [
         f"{'all three':<12} {total / MB:9.1f} {total / file:7.2f} "
         f"{sum(d['seconds'] for d in first.values()):7.2f} {sum(f['build'].values()):7.2f}",
+        "",
+        f"a writer taking the file {len(waits)} times during the first publishes waited for "
+        f"its lock at most {max(waits):.2f} s (median {statistics.median(waits):.3f} s); with "
+        f"the connection opened, at most {max(takes):.2f} s (median "
+        f"{statistics.median(takes):.3f} s)",
+        f"before, each tree file was written under the lock: a writer waited up to the "
+        f"longest build s, {max(f['build'].values()):.2f} s, and the survey and upload's "
+        "start",
         "",
         "bytes and seconds are each publish's own (`payload_bytes`, `seconds` of its "
         "metadata); changes: medians; build s: writing the data source's tree file alone, "

@@ -10,6 +10,7 @@ it as a data source of its own.
 """
 
 import json
+import logging
 import os
 import random
 import re
@@ -881,6 +882,171 @@ def test_one_file_as_two_data_sources_sharing_a_dimension(setup: Setup) -> None:
         {"table": "Extract.sales", "action": "window", "rows": 5}
     ]
     setup.assert_equal(NAME, STAR)
+
+
+WRITER = """
+import os, sys
+sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])]  # sales_world, helpers
+import dagster as dg
+from sales_world import World, definitions
+from hyper_assets import HyperIOManager, HyperResource
+from hyper_assets.tableau._dagster.resource import TableauServerResource, TokenSignIn
+
+database = sys.argv[2]
+world = World(appended=[(int(sys.argv[3]), "written during the publish")])
+unused = TableauServerResource(
+    server_url="http://127.0.0.1:9", sign_in=TokenSignIn(name="-", secret="-")
+)
+assets, _ = definitions(world, database, unused)
+io_manager = HyperIOManager(  # a writer that waits for no lock: one held fails it at once
+    database=database, hyper=HyperResource(lock_timeout_seconds=0), staging_dir=sys.argv[4]
+)
+assert dg.materialize([assets["events"]], resources={"io_manager": io_manager}).success
+"""
+
+
+class _Events(logging.Handler):
+    """Records the publish's log messages, running `write` at two of them: after the file
+    was copied without its lock (id 1), and as the tree file is begun (id 2)."""
+
+    def __init__(self, write: Any) -> None:
+        super().__init__()
+        self.write, self.seen = write, []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.seen.append(message)
+        for start, row in (("Copied ", 1), ("Writing the tree file", 2)):
+            if message.startswith(start):
+                self.write(row)
+                self.seen.append(f"the writer wrote {row}")
+
+
+def test_writers_write_while_a_first_publish_copies_the_file_and_writes_its_tree_file(
+    setup: Setup,
+) -> None:
+    """A data source of some of the file's tables is sent as a tree file written from a copy
+    of the file, after the file's lock is let go. A writer in another process (its own
+    hyperd, waiting for no lock: one held fails it) appends to `events` twice: after the
+    copy made before the lock (its row is in the copy sent, made the file's equal under
+    the lock), and while the tree file is written (its row is not in the copy sent nor in
+    the publish's record; the next publish sends it)."""
+    setup.world.appended, setup.world.upserted = [(0, "zero")], [(1, 10)]
+    for asset in ("products", "events", "stock"):
+        setup.write(asset)
+    setup.write("sales", "2024-03-01")
+    here = os.path.dirname(__file__)
+
+    def write(row: int) -> None:
+        staging = str(setup.database.parent / "staging")
+        child = subprocess.run(
+            [sys.executable, "-c", WRITER, here, str(setup.database), str(row), staging],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert child.returncode == 0, child.stderr[-3000:]
+
+    events = _Events(write)
+    logger = logging.getLogger("test_publish.tree_file")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(events)
+    try:
+        with setup.resources()["tableau"].client() as client:
+            publisher = Publisher(
+                setup.database,
+                HyperResource(),
+                client,
+                NAME,
+                PROJECT,
+                logger=logger,
+                tables=sorted(STAR),
+            )
+            first = publisher.publish()
+            steps = [m for m in events.seen if m.startswith(("Copied", "the writer", "Wr"))]
+            assert steps == [
+                f"Copied {setup.database.name} before taking its lock",
+                "the writer wrote 1",
+                f"Writing the tree file of {NAME!r} from a copy of the file",
+                "the writer wrote 2",
+                f"Wrote the tree file of {NAME!r}",
+            ]
+            assert first.kind == "full"
+            sent = {(r.table, r.action, r.rows) for r in first.rows}
+            assert ("Extract.events", "publish", 2) in sent
+            remote = setup.files.read(setup.remote())
+            during = "written during the publish"
+            # As copied under the lock: row 1, written before it, and not row 2, written after.
+            assert remote["Extract.events"] == [(0, "zero"), (1, during)]
+            local = setup.files.read(setup.database)
+            assert local["Extract.events"] == [(0, "zero"), (1, during), (2, during)]
+            assert {k: v for k, v in remote.items() if k != "Extract.events"} == {
+                k: local[k] for k in remote if k != "Extract.events"
+            }
+
+            second = publisher.publish()
+        assert (second.kind, [(r.table, r.action, r.rows) for r in second.rows]) == (
+            "update",
+            [("Extract.events", "insert", 1)],
+        )
+        setup.assert_equal(NAME, STAR)
+        assert not Outbox(setup.database).changes()
+    finally:
+        logger.removeHandler(events)
+
+
+def test_a_change_made_while_a_tree_file_is_written_is_kept_for_it_by_the_others(
+    setup: Setup,
+) -> None:
+    """While "Sales" writes its first tree file, `products` changes and "Stock", which holds
+    it too, publishes the change and clears what every data source has sent: the plan
+    "Sales" took keeps its place in the outbox, so the change stays for its next publish."""
+    stock = {"datasource": "Stock", "tables": ["stock", "products"]}
+    setup.world.appended, setup.world.upserted = [(0, "zero")], [(1, 10)]
+    for asset in ("products", "events", "stock"):
+        setup.write(asset)
+    setup.write("sales", "2024-03-01")
+    assert setup.publish(**stock)["publish"] == "full"
+
+    def meanwhile(row: int) -> None:
+        if row == 2:  # as the tree file is begun
+            setup.world.products = [(1, "green tea"), (2, "cake")]
+            setup.write("products")
+            assert setup.publish(**stock)["rows"] == [
+                {"table": "Extract.products", "action": "replace", "rows": 2}
+            ]
+
+    events = _Events(meanwhile)
+    logger = logging.getLogger("test_publish.kept")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(events)
+    try:
+        with setup.resources()["tableau"].client() as client:
+            publisher = Publisher(
+                setup.database,
+                HyperResource(),
+                client,
+                NAME,
+                PROJECT,
+                logger=logger,
+                tables=sorted(STAR),
+            )
+            assert publisher.publish().kind == "full"
+            assert "the writer wrote 2" in events.seen
+            remote = setup.files.read(setup.remote())
+            assert remote["Extract.products"] == [(1, "tea"), (2, "cake")]  # as copied
+            assert [c.table.name.unescaped for c in Outbox(setup.database).changes()] == [
+                "products"
+            ]
+            second = publisher.publish()
+        assert [(r.table, r.action, r.rows) for r in second.rows] == [
+            ("Extract.products", "replace", 2)
+        ]
+        setup.assert_equal(NAME, STAR)
+        setup.assert_equal("Stock", {"stock", "products"})
+        assert not Outbox(setup.database).changes()
+    finally:
+        logger.removeHandler(events)
 
 
 def test_the_publish_state_of_an_earlier_version_is_adopted(setup: Setup) -> None:

@@ -6,7 +6,8 @@ its own, `<database>.outbox/datasources/<name>-<hash>/`, and its position in the
 the sequence number through which every recorded change is on its server copy (or in its
 saved plan). A change leaves the outbox once every data source holding its table has
 sent it. A data source never published needs no change (its first publish sends the
-whole of its tables) until its first plan is saved, which records its position.
+whole of its tables) until its first plan is taken (`TAKEN`, saved with the copy of the
+file its tree file is written from) or saved, which records its position.
 
 A data source that is no longer published keeps the changes of its tables in the outbox:
 delete its directory to let them go. Versions before these directories kept one publish
@@ -30,8 +31,9 @@ from hyper_assets.tableau._publish.plan import Target, read_plan, read_state
 
 log = logging.getLogger(__name__)
 
-#: The files in a data source's directory that say which tables it holds and what it sent.
-STATE, PLAN = "published.json", "plan/plan.json"
+#: The files in a data source's directory that say which tables it holds and what it sent:
+#: its publish state, its plan, and a full plan taken while its tree file is written.
+STATE, PLAN, TAKEN = "published.json", "plan/plan.json", "plan/taken.json"
 
 
 def home(outbox: Outbox, target: Target) -> Path:
@@ -66,13 +68,13 @@ class Position:
 
 
 def position(directory: Path) -> Position | None:
-    """The data source's position: from its publish state, else from its first saved plan.
-    A state adopted from an earlier version, or a plan saved before plans named their
-    tables, names none: it holds every table."""
+    """The data source's position: from its publish state, else from its first saved plan,
+    else from its first plan taken. A state adopted from an earlier version, or a plan saved
+    before plans named their tables, names none: it holds every table."""
     state = read_state(directory / STATE)
     if state is not None:
         return Position(state.position, state.tables)
-    plan = read_plan(directory / PLAN)
+    plan = read_plan(directory / PLAN) or read_plan(directory / TAKEN)
     return None if plan is None else Position(plan.position, plan.tables or None)
 
 

@@ -3,8 +3,9 @@
 A publish sends the tables of one data source (every table of the file, or those given),
 which must be one star (`hyper_assets.tableau._publish.model`). It surveys what it finds, decides
 (`hyper_assets.tableau._publish.decision`: refuse, resume an unfinished plan, or plan anew), makes
-a plan while holding the database's lock, saves it in the data source's directory of the
-outbox (`hyper_assets.tableau._publish.positions`), and then sends it:
+a plan (`hyper_assets.tableau._publish.planner`) while holding the database's lock, saves it in
+the data source's directory of the outbox (`hyper_assets.tableau._publish.positions`), and then
+sends it:
 
 - a *full* plan holds a copy of the file (of its tables, for a data source holding some),
   published with overwrite. It is made for the first publish, when asked, when the data
@@ -34,50 +35,29 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tableauhyperapi import Connection, SqlType, TableName
-
 from hyper_assets._base.files import MEGABYTE, file_size
-from hyper_assets._engine.compaction import file_version
 from hyper_assets._engine.resource import HyperResource
-from hyper_assets._engine.sql import count_rows
-from hyper_assets._engine.tables import Catalog, table_label
-from hyper_assets._rows.outbox import Change, Outbox
-from hyper_assets._rows.pending_keys import PendingKey, PendingKeys
+from hyper_assets._engine.tables import Catalog
+from hyper_assets._rows.outbox import Outbox
+from hyper_assets._rows.pending_keys import PendingKey
 from hyper_assets.errors import CorruptFileError, PublishError, TableauError, TableauRequestError
 from hyper_assets.tableau._publish import positions
-from hyper_assets.tableau._publish.changes import net_steps
-from hyper_assets.tableau._publish.decision import (
-    Found,
-    MakePlan,
-    Refuse,
-    Resume,
-    decide,
-    what_to_send,
-)
-from hyper_assets.tableau._publish.model import (
-    DataModel,
-    describe,
-    held_tables,
-    read_model,
-    server_refusal,
-)
-from hyper_assets.tableau._publish.payload import batch_of, build_parts, pack
+from hyper_assets.tableau._publish.decision import Found, MakePlan, Refuse, Resume, decide
+from hyper_assets.tableau._publish.model import describe, held_tables, server_refusal
 from hyper_assets.tableau._publish.plan import (
     FULL_WAY_OUT,
-    Fingerprint,
     Plan,
     PublishResult,
     PublishState,
-    SentRows,
     Target,
     read_plan,
     read_state,
     save,
 )
+from hyper_assets.tableau._publish.planner import Planner, Taken
 from hyper_assets.tableau._publish.progress import upload_progress
 from hyper_assets.tableau._publish.publish_lock import DEFAULT_LOCK_TIMEOUT_SECONDS, publishing
 from hyper_assets.tableau._publish.sending import BatchSender
@@ -87,8 +67,6 @@ from hyper_assets.tableau._publish.server_rows import (
     rows_at_stake,
     server_rows,
 )
-from hyper_assets.tableau._publish.shape import fingerprint
-from hyper_assets.tableau._publish.subset import write_subset
 from hyper_assets.tableau._rest.client import DataSource, Job, TableauClient
 
 log = logging.getLogger(__name__)
@@ -103,20 +81,6 @@ __all__ = [
     "PublishResult",
     "Publisher",
 ]
-
-
-@dataclass(frozen=True)
-class _File:
-    """What a plan is made from, read from the file under its lock."""
-
-    tables: list[TableName]  # the file's tables the data source holds
-    model: DataModel  # the tree the data source's copy holds
-    whole: bool  # the data source holds the whole file, as it is
-    changes: list[Change]  # the changes recorded since the publish state, settled
-    position: int  # the last change recorded, or the publish state's position
-    shapes: Fingerprint
-    version: int  # the file's format version
-    types: dict[TableName, dict[str, SqlType]]  # the columns of the changes' tables
 
 
 class Publisher:
@@ -160,9 +124,21 @@ class Publisher:
         self._holder_path = locks / f"{self._home.name}.holder.json"
         self._plan_dir = self._home / "plan"
         self._state_path = self._home / positions.STATE
-        self._sender = BatchSender(
-            client, hyper.shared.endpoint, self._files, self._save, max_payload_bytes, logger
+        self._planner = Planner(
+            self.database,
+            hyper,
+            self.outbox,
+            self.target,
+            self._home,
+            locks / f"{self._home.name}.copy.hyper",
+            tables=self.tables,
+            declared=self.declared,
+            max_payload_bytes=max_payload_bytes,
+            logger=logger,
+            save=self._save,
         )
+        files, endpoint = self._planner.files, hyper.shared.endpoint
+        self._sender = BatchSender(client, endpoint, files, self._save, max_payload_bytes, logger)
 
     # --- the publish ---------------------------------------------------------------------------
 
@@ -183,7 +159,11 @@ class Publisher:
         """
         what = f"{self.database} as {self.datasource!r}"
         with publishing(self._lock_path, self._holder_path, self.lock_timeout_seconds, what):
-            return self._publish(full)
+            try:
+                self._planner.copy_early(full)
+                return self._publish(full)
+            finally:
+                self._planner.early_copy.unlink(missing_ok=True)
 
     def _publish(self, full: bool) -> PublishResult:
         """Survey, decide (`hyper_assets.tableau._publish.decision`), make the plan, send, commit.
@@ -191,10 +171,12 @@ class Publisher:
         The database's lock is held for each step that must be one for the file's writers,
         and never while sending (writers go on meanwhile): the survey with what it decides
         (the outbox read, then its changes settled and their rows written into the plan's
-        payload, no write between), and the commit of each plan sent (its publish state
-        saved, and the changes every data source sent cleared from the outbox that writers
-        add to). A resumed plan's commit and the making of the next plan are one step. So a
-        publish takes the lock once, and once more for each plan it sends.
+        payload, or the file copied for a full plan, no write between), and the commit of
+        each plan sent (its publish state saved, and the changes every data source sent
+        cleared from the outbox that writers add to). A full plan's tree file is written
+        from its copy after the lock is let go (`Planner.build`), so writers do not wait for it. A
+        resumed plan's commit and the making of the next plan are one step. So a publish
+        takes the lock once, and once more for each plan it sends.
         """
         started = time.perf_counter()
         project_id = self.client.project(self.project).id
@@ -211,7 +193,7 @@ class Publisher:
                         decision.replaces.kind,
                         decision.replaces.id,
                     )
-                made = self._make_plan(decision.full_reason, found.state, decision.replaces)
+                made = self._planner.make(decision.full_reason, found.state, decision.replaces)
         if isinstance(decision, Refuse):
             raise self._refusal(decision.server_id, held)
         sent: list[tuple[Plan, list[Job]]] = []
@@ -224,8 +206,9 @@ class Publisher:
             sent.append((resumed, jobs))
             with self.hyper.lock(self.database):  # its commit, and the next plan
                 state = self._commit(resumed, state)
-                made = self._make_plan(None, state, replaces=None)
-        new, model = made
+                made = self._planner.make(None, state, replaces=None)
+        taken, model = made
+        new = self._planner.build(taken) if isinstance(taken, Taken) else taken
         if new is not None:
             new, jobs, state = self._send(new, project_id)
             sent.append((new, jobs))
@@ -284,161 +267,6 @@ class Publisher:
         save(self._plan_dir / "plan.json", plan)
         self._saved()
 
-    # --- making a plan -------------------------------------------------------------------------
-
-    def _make_plan(
-        self, full_reason: str | None, state: PublishState | None, replaces: Plan | None
-    ) -> tuple[Plan | None, DataModel]:
-        """The plan, saved, for the changes recorded since the publish `state` (None when
-        there is nothing to send), and the tree the data source's copy holds; for a caller
-        holding the database's lock, so the payload holds the rows of the changes planned.
-
-        `full_reason` (from `decide`) makes it send the whole file, with every change so
-        far. The plan's files go to a directory of their own; saving `plan.json` is the one
-        step that replaces the plan `replaces`, so a failure before it leaves that plan.
-        """
-        since = None if full_reason else state
-        with self.hyper.open(self.database, create=False) as connection:
-            file = self._read_file(connection, since.position if since else 0)
-            sending = what_to_send(full_reason, file.changes, file.shapes, file.version, since)
-            # Each table of the tree sent, a role copy by its own name.
-            rows = tuple(
-                SentRows(table_label(t), "publish", count_rows(connection, file.model.source(t)))
-                for t in (file.model.tables if sending and sending.kind == "full" else [])
-            )
-        if sending is None:
-            if replaces is not None:  # a full plan for another data source: moot
-                shutil.rmtree(self._plan_dir)
-            return None, file.model
-        plan = Plan(
-            sending.kind,
-            sending.reason,
-            tuple(file.changes),
-            file.shapes,
-            self.target,
-            tuple(table_label(t) for t in file.tables),
-            file.position,
-            database_version=file.version,
-        )
-        files = self._files(plan)
-        shutil.rmtree(files, ignore_errors=True)
-        files.mkdir(parents=True)
-        if sending.kind == "full":
-            written: Plan | None = self._write_snapshot(plan, file, rows)
-        else:
-            written = self._write_batches(plan, file)
-        if written is None:  # only changes of tables no longer in the file
-            self.outbox.clear(file.changes)
-            shutil.rmtree(self._plan_dir)  # and a plan for another data source
-            return None, file.model
-        self._save(written)
-        self._drop_files_but(written)
-        self.log.info(
-            "Publish plan for %s: %s (%s), %d change(s), %d batch(es)",
-            self.database.name,
-            written.kind,
-            written.reason,
-            len(written.changes),
-            len(written.batches) or 1,
-        )
-        return written, file.model
-
-    def _read_file(self, connection: Connection, since: int) -> _File:
-        """What the plan is made from: the file's tables the data source holds, their tree
-        and shapes, and the changes recorded after position `since`, settled."""
-        catalog = Catalog(connection)
-        tables = held_tables(catalog, self.tables, self.datasource)
-        pending = PendingKeys(self.database).read()
-        # Refuses before any change; the tree each full publish sends.
-        model, missing = read_model(
-            connection,
-            tables,
-            self.datasource,
-            pending,
-            chosen=self.tables is not None,
-            declared=self.declared,
-        )
-        for key in missing:
-            self.log.warning(
-                "Foreign key %s is not in the file (%s); data source %r holds %s without it.",
-                key.key,
-                key.why,
-                self.datasource,
-                table_label(key.key.table),
-            )
-        recorded = self.outbox.settle(connection)
-        changes = [c for c in recorded if c.seq > since and c.table in tables]
-        return _File(
-            tables,
-            model,
-            whole=len(tables) == len(catalog.tables()) and not model.copies,
-            changes=changes,
-            position=max([since, *(c.seq for c in recorded)]),
-            shapes=fingerprint(connection, tables),
-            version=file_version(connection, self.database),
-            types={
-                c.table: {col.name: col.sql_type for col in catalog.columns(c.table)}
-                for c in changes
-                if catalog.exists(c.table)
-            },
-        )
-
-    def _write_snapshot(self, plan: Plan, file: _File, rows: tuple[SentRows, ...]) -> Plan:
-        """`plan` with the copy of the file (of its tables, for a data source holding some)
-        it sends written; it starts the outbox's tracking on a first publish."""
-        snapshot = self._files(plan) / "snapshot.hyper"
-        if file.whole:
-            shutil.copyfile(self.database, snapshot)
-        else:
-            with self.hyper.open(self.database, create=False) as connection:
-                write_subset(connection, self.database, file.model, snapshot)
-        tracking = self.outbox.tracking
-        if not tracking:  # from a first publish, or after state.json was deleted
-            self.outbox.start_tracking(after=positions.highest(self.outbox))
-        return replace(
-            plan,
-            position=self.outbox.last_seq(),  # every change so far is in the copy
-            rows=rows,
-            payload_bytes=file_size(snapshot),
-            started_tracking=not tracking,
-        )
-
-    def _write_batches(self, plan: Plan, file: _File) -> Plan | None:
-        """`plan` with the update batches that send its changes to each published copy of
-        their table, their payload files written; None when the changes net to none."""
-        files = self._files(plan)
-        endpoint = self.hyper.shared.endpoint
-        steps = net_steps(file.changes, file.types)
-        parts = build_parts(
-            endpoint,
-            self.database,
-            self.outbox,
-            steps,
-            files,
-            self.max_payload_bytes,
-            file.model.published,
-        )
-        batches = [
-            batch
-            for number, group in enumerate(pack(parts, self.max_payload_bytes))
-            if (batch := batch_of(endpoint, group, files / f"batch-{number:03d}.hyper"))
-        ]
-        if not batches:
-            return None
-        return replace(
-            plan, batches=tuple(batches), payload_bytes=sum(b.payload_bytes for b in batches)
-        )
-
-    def _files(self, plan: Plan) -> Path:
-        """Where the payload files of `plan` are."""
-        return self._plan_dir / plan.id
-
-    def _drop_files_but(self, plan: Plan) -> None:
-        """Removes what earlier plans left in the plan directory."""
-        for path in self._plan_dir.iterdir():
-            if path.name not in (plan.id, "plan.json"):
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-
     # --- sending a plan ------------------------------------------------------------------------
 
     def _send(self, plan: Plan, project_id: str) -> tuple[Plan, list[Job], PublishState]:
@@ -463,7 +291,7 @@ class Publisher:
 
     def _send_full(self, plan: Plan, project_id: str) -> PublishState:
         """Sends the plan's snapshot; returns the publish state it makes, saved."""
-        snapshot = self._files(plan) / "snapshot.hyper"
+        snapshot = self._planner.files(plan) / "snapshot.hyper"
         size = file_size(snapshot)
         self.log.info("Publishing %s whole (%d bytes): %s", self.database.name, size, plan.reason)
         try:
