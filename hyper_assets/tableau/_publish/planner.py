@@ -20,7 +20,7 @@ from typing import Any
 
 from tableauhyperapi import Connection, SqlType, TableName
 
-from hyper_assets._base.files import file_size, make_equal
+from hyper_assets._base.files import file_size, fsync_path, make_equal
 from hyper_assets._engine.compaction import file_version
 from hyper_assets._engine.resource import HyperResource
 from hyper_assets._engine.sql import count_rows
@@ -106,6 +106,7 @@ class Planner:
         first = not (self._state_path.exists() or (self._plan_dir / "plan.json").exists())
         if (full or first) and self.database.exists():
             shutil.copyfile(self.database, self.early_copy)
+            fsync_path(self.early_copy)  # so that the lock waits only for what `make` changes
             self.log.debug("Copied %s before taking its lock", self.database.name)
 
     def make(
@@ -232,6 +233,8 @@ class Planner:
             self.early_copy.replace(copy)
         else:
             shutil.copyfile(self.database, copy)
+        if file.whole:  # the payload of the plan saved next: on disk before it
+            fsync_path(copy)
         tracking = self.outbox.tracking
         if not tracking:  # from a first publish, or after state.json was deleted
             self.outbox.start_tracking(after=positions.highest(self.outbox))
@@ -257,6 +260,7 @@ class Planner:
                 write_subset(connection, taken.copy, taken.model, snapshot)
         finally:
             taken.copy.unlink(missing_ok=True)
+        fsync_path(snapshot)  # the payload of the plan saved next: on disk before it
         plan = replace(taken.plan, payload_bytes=file_size(snapshot))
         self.log.info("Wrote the tree file of %r", self.datasource)
         self._keep(plan)
