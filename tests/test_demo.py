@@ -452,3 +452,80 @@ def test_columns_carry_the_descriptions_the_asset_declares(tmp_path: Path) -> No
     assert by_name["carrier"].constraints.other == ["primary key (carrier)"]
     assert by_name["name"].description is None
     assert by_name["name"].type == "text"
+
+
+@pytest.mark.slow
+def test_a_copy_changed_behind_the_publish_fails_its_check_and_warns_in_tableau(
+    demo_data: Path, tmp_path: Path, hyper: SharedHyper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows of one day deleted from the emulator's copy of "Flights", which no publish sent:
+    the demo's scheduled check job (`publish_lag_job`, the copy checks among its checks)
+    fails Flights' copy check naming that day and both counts, Weather's passes, and the
+    quality warning sensor puts the failure on the data source in Tableau."""
+    import secrets
+    import shutil
+
+    import tableauserverclient as TSC
+
+    from demo.definitions import EMULATOR_SITE, EMULATOR_TOKEN, local_emulator
+    from hyper_assets.emulator import Emulator
+
+    data = tmp_path / "data"
+    shutil.copytree(demo_data, data)
+    day = DEMO_DAYS[-1]  # the day the sensors loaded, then the incremental publish sent
+    (copy,) = (data / "emulator").rglob("Flights.hyper")
+    where = f"flight_date = DATE '{day}' AND carrier = 'UA'"
+    [[in_file]] = query(
+        hyper,
+        data / "flights.hyper",
+        f'SELECT COUNT(*) FROM "Extract"."flights" WHERE flight_date = DATE \'{day}\'',
+    )
+    with Connection(hyper.endpoint, copy) as connection:
+        deleted = connection.execute_command(f'DELETE FROM "Extract"."flights" WHERE {where}')
+    assert deleted > 0
+
+    secret = secrets.token_urlsafe(16)
+    monkeypatch.setenv("TABLEAU_TOKEN_SECRET", secret)
+    port = int((data / "emulator_port").read_text())  # the server the publish state names
+    with (
+        Emulator(
+            data / "emulator", port=port, tokens={EMULATOR_TOKEN: secret}, sites=("", EMULATOR_SITE)
+        ) as emulator,
+        DagsterInstance.from_config(str(data / "dagster_home")) as instance,
+    ):
+        tableau = local_emulator(emulator.url)
+        defs = build_definitions(
+            landing=str(data / "landing"), database=str(data / "flights.hyper"), tableau=tableau
+        )
+        result = defs.resolve_job_def("publish_lag_job").execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+        copies = {
+            e.asset_key.to_user_string(): e
+            for e in result.get_asset_check_evaluations()
+            if e.check_name == "tableau_copy_matches"
+        }
+        flights, weather = (copies[d.key.to_user_string()] for d in DATASOURCES)
+        assert weather.passed, weather.description
+        assert not flights.passed
+        counts = rf"partition '{day}': COUNT\(\w+\) is {in_file - deleted} in Tableau's copy, "
+        assert re.search(counts + rf"{in_file} in the file", flights.description or ""), (
+            flights.description
+        )
+
+        sensor = defs.resolve_sensor_def(
+            f"{DATASOURCES[0].key.to_python_identifier()}_quality_warning"
+        )
+        context = build_sensor_context(instance=instance, resources={"tableau": tableau})
+        told = sensor.evaluate_tick(context).skip_message or ""
+        assert told.startswith("Data quality warning on 'Flights' added"), told
+
+        server = TSC.Server(emulator.url, use_server_version=True)
+        server.auth.sign_in(
+            TSC.PersonalAccessTokenAuth(EMULATOR_TOKEN, secret, site_id=EMULATOR_SITE)
+        )
+        (item,) = [d for d in TSC.Pager(server.datasources) if d.name == "Flights"]
+        server.datasources.populate_dqw(item)
+        [warning] = item.dqws
+        assert warning.active and f"partition '{day}'" in warning.message, warning.message
+        server.auth.sign_out()
