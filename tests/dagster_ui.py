@@ -7,7 +7,6 @@ import datetime as dt
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -19,6 +18,7 @@ import httpx
 import psutil
 import pytest
 from helpers import free_port
+from rest_schema import assert_schema_kept, with_rest_schema
 
 from demo.__main__ import SENSOR_DAY
 
@@ -44,11 +44,13 @@ def run_demo(data: Path, emulator_port: int) -> Path:
     data.mkdir(parents=True)
     (data / "emulator_port").write_text(str(emulator_port))
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    command = [sys.executable, "-m", "demo", "--data", str(data), "--port", str(emulator_port)]
-    command += ["--since", str(DEMO_SINCE)]
+    saved = data.parent / "demo-rest-bodies.json"
+    command = [*with_rest_schema(saved, "demo"), "--data", str(data)]
+    command += ["--port", str(emulator_port), "--since", str(DEMO_SINCE)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     (data / "demo.out").write_text(done.stdout + done.stderr)
     assert done.returncode == 0, f"the demo failed:\n{done.stdout}\n{done.stderr}"
+    assert_schema_kept(saved, "python -m demo")
     return data
 
 
@@ -149,7 +151,8 @@ def demo_ui(
     """
     port = free_port()
     emulator_port = int((data / "emulator_port").read_text())
-    command = [sys.executable, "-m", "demo.ui", "--data", str(data), "--port", str(port)]
+    saved = tmp_path / "demo-ui-rest-bodies.json"
+    command = [*with_rest_schema(saved, "demo.ui"), "--data", str(data), "--port", str(port)]
     command += ["--emulator-port", str(emulator_port)]
     log = tmp_path / "demo-ui.log"
     full_env = {
@@ -183,6 +186,7 @@ def demo_ui(
     finally:
         left = stop_ui(process, stop, group)
     assert not left, f"demo.ui exited after {stop.name}, leaving of dagster dev's group: {left}"
+    assert_schema_kept(saved, "python -m demo.ui")
 
 
 def _answers(url: str) -> bool:

@@ -10,13 +10,17 @@ longer needs it fails loudly.
 (rendered as XML: what an XML client receives; a JSON reply is the same tree) and each
 XML request body our client's transport builds; `violations()` validates them.
 `tests/conftest.py` installs it for the whole session and fails a test at teardown when
-a body sent during it breaks the schema.
+a body sent during it breaks the schema. The demo's processes, which run emulators of
+their own, run under `with_rest_schema.py`, which installs it there and saves what it
+recorded (`save`) for the test to check (`RestBodies.read`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
+import sys
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -197,6 +201,19 @@ class RestBodies:
             taken, self._sent = self._sent, []
         return taken
 
+    def save(self, path: Path) -> None:
+        """Writes the bodies recorded so far to `path`, for `read` in another process."""
+        sent = [[s.what, s.body.decode()] for s in self.take()]
+        path.write_text(json.dumps(sent))
+
+    @classmethod
+    def read(cls, path: Path) -> RestBodies:
+        """The bodies another process recorded and saved to `path`."""
+        bodies = cls()
+        for what, body in json.loads(path.read_text()):
+            bodies.add(what, body.encode())
+        return bodies
+
     def violations(self) -> list[str]:
         """Each body sent since the last call that breaks the schema, with its problems."""
         found = []
@@ -232,6 +249,24 @@ class RestBodies:
 
         patch.setattr(server.Api, "handle", recorded_handle)
         patch.setattr(transport.Transport, "_request", recorded_request)
+
+
+def with_rest_schema(saved: Path, module: str) -> list[str]:
+    """The command line of `python -m module` that records its XML bodies into `saved`."""
+    return [
+        sys.executable,
+        str(Path(__file__).with_name("with_rest_schema.py")),
+        str(saved),
+        module,
+    ]
+
+
+def assert_schema_kept(saved: Path, process: str) -> None:
+    """Every XML body `process` sent (its emulator's replies, our client's requests), as
+    `with_rest_schema.py` saved them, keeps Tableau's REST schema."""
+    assert saved.exists(), f"{process} saved no XML bodies: it did not exit normally"
+    violations = RestBodies.read(saved).violations()
+    assert not violations, f"{process} sent:\n" + "\n".join(violations)
 
 
 def _xml_bodies(request: httpx.Request) -> Iterator[bytes]:

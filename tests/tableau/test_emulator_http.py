@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -15,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import tableauserverclient as TSC
+from rest_schema import assert_schema_kept, with_rest_schema
 from tableauhyperapi import SqlType, TableDefinition
 
 from hyper_assets.emulator import Emulator
@@ -317,8 +317,11 @@ def test_malformed_batches_are_refused_with_the_action_index(
 
 
 def test_the_command_line_prints_a_generated_token(tmp_path: Path) -> None:
+    saved = tmp_path / "rest-bodies.json"  # its replies, checked against the schema at exit
+    command = with_rest_schema(saved, "hyper_assets.emulator")
+    (tmp_path / "data").mkdir()
     process = subprocess.Popen(
-        [sys.executable, "-m", "hyper_assets.emulator", "--port", "0", "--data-dir", str(tmp_path)],
+        [*command, "--port", "0", "--data-dir", str(tmp_path / "data")],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -333,6 +336,7 @@ def test_the_command_line_prints_a_generated_token(tmp_path: Path) -> None:
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0
+    assert_schema_kept(saved, "python -m hyper_assets.emulator")
 
 
 def test_sites_projects_and_files_survive_a_restart(

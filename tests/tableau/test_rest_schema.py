@@ -4,13 +4,22 @@ ones real servers' recordings need."""
 
 from __future__ import annotations
 
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from rest_schema import NAMESPACE, PATCHES, RestBodies, problems, schema
+from rest_schema import (
+    NAMESPACE,
+    PATCHES,
+    RestBodies,
+    assert_schema_kept,
+    problems,
+    schema,
+    with_rest_schema,
+)
 from tableauhyperapi import SqlType, TableDefinition
 
 from hyper_assets.emulator import Emulator, api_sites
@@ -95,3 +104,24 @@ def test_each_exception_to_the_schema_is_what_its_recording_needs(patch: Any) ->
 def test_the_recorded_rest_api_version_is_one_the_schema_takes() -> None:
     [version] = ET.parse(RECORDED / "server_info_get.xml").iter(f"{{{NAMESPACE}}}restApiVersion")
     assert version.text == "3.10" and schema().types["restApiVersion"].is_valid("3.10")
+
+
+def test_a_process_of_its_own_saves_its_bodies_and_a_broken_one_is_caught(
+    tmp_path: Path,
+) -> None:
+    """What the demo's processes do (tests/dagster_ui.py): a module run under
+    with_rest_schema.py, whose emulator sends a reply that breaks the schema."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "serve_once.py").write_text(
+        "import httpx\n"
+        "from hyper_assets.emulator import Emulator, api_sites\n"
+        'api_sites.BUILD = "2026.1"\n'
+        'with Emulator("data") as emulator:\n'
+        '    assert httpx.get(f"{emulator.url}/api/3.28/serverinfo").status_code == 200\n'
+    )
+    saved = tmp_path / "saved.json"
+    command = with_rest_schema(saved, "serve_once")
+    subprocess.run(command, cwd=tmp_path, check=True, timeout=300)
+    with pytest.raises(AssertionError, match=r"attribute build='2026\.1'") as caught:
+        assert_schema_kept(saved, "serve_once")
+    assert "serve_once sent:\nthe emulator's reply to GET /api/3.28/serverinfo" in str(caught.value)
