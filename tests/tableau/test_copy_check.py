@@ -5,6 +5,7 @@ counts, and show as a data quality warning; a site with the service off skips it
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from hyper_assets import (
     CopyFigure,
     CopyReport,
     HyperDatabase,
+    HyperResource,
     TableauServerResource,
     VizqlDataServiceError,
     check_tableau_copy,
@@ -109,6 +111,30 @@ def test_rows_deleted_behind_the_publish_fail_naming_the_partition_and_both_coun
     assert "table 'flights': COUNT(day) is 5 in Tableau's copy, 6 in the file" in failures
     assert len(failures) == 4  # the table's and the partition's count and sum; no other
     assert report.describe().startswith("Tableau's copy of 'Flights' is not the file's (4 ")
+
+
+def test_the_file_is_free_while_the_check_waits_on_tableau(galaxy: Galaxy) -> None:
+    """While the emulator holds a VDS query, a writer opens the file at once: the check
+    read the file's figures and let it go before asking Tableau."""
+    held = galaxy.emulator.faults.pause_requests("POST", r"/vizql-data-service/query-datasource$")
+    reports: list[CopyReport] = []
+    checking = threading.Thread(
+        target=lambda: reports.append(_check(galaxy, "Flights", FLIGHTS_TABLES))
+    )
+    checking.start()
+    try:
+        assert held.wait(30), "the check sent no query-datasource"
+        writer = HyperDatabase(
+            database=str(galaxy.database), hyper=HyperResource(lock_timeout_seconds=1)
+        )
+        with writer.writing() as path, writer.hyper.open(path, create=False) as connection:
+            rows = connection.execute_scalar_query('SELECT COUNT(*) FROM "Extract"."flights"')
+        assert rows == 6
+    finally:
+        galaxy.emulator.faults.resume_requests()
+        checking.join(30)
+    [report] = reports
+    assert report.passed, report.failures
 
 
 def test_a_model_that_is_not_the_tree_names_what_differs(galaxy: Galaxy) -> None:

@@ -26,6 +26,7 @@ from hyper_assets.tableau._publish.copy_check import (
     DEFAULT_LAST_PARTITIONS,
     CopyReport,
     check_copy,
+    read_local,
 )
 
 CHECK_NAME = "tableau_copy_matches"
@@ -49,22 +50,21 @@ def check_tableau_copy(
     file of `database` as a publish of `tables` (all without) makes it: its tree of tables,
     each table's rows, the fact's SUM of `sum_column` (a numeric non-key column unless
     given), and the count and sum of each of the fact's last `last_partitions` values of
-    `partition_column`. Where the site has the service off, the report is `skipped`."""
-    with (
-        database.reading() as path,
-        database.hyper.connect(path, create=False) as connection,
-        tableau.client() as client,
-    ):
-        return check_copy(
+    `partition_column`. Where the site has the service off, the report is `skipped`.
+
+    The file's figures are read first, its connection (and lock) released before the first
+    call to Tableau: writers never wait on Tableau's latency."""
+    with database.reading() as path, database.hyper.connect(path, create=False) as connection:
+        local = read_local(
             connection,
-            client,
             datasource,
-            project,
             tables=tables,
             partition_column=partition_column,
             last_partitions=last_partitions,
             sum_column=sum_column,
         )
+    with tableau.client() as client:
+        return check_copy(local, client, project)
 
 
 def tableau_copy_check(
