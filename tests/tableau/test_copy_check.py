@@ -5,6 +5,7 @@ counts, and show as a data quality warning; a site with the service off skips it
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,10 @@ from hyper_assets import (
 )
 from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import Emulator
+from hyper_assets.tableau._rest.client import TableauClient
+from hyper_assets.tableau._rest.connected_app import unb64url
+from hyper_assets.tableau._rest.settings import ClientSettings, ConnectedAppCredentials
+from hyper_assets.tableau._rest.transport import HttpSettings
 
 DAYS = ("2024-03-01", "2024-03-02", "2024-03-03")
 FLIGHTS_TABLES = ["flights", "airports"]
@@ -149,21 +154,47 @@ def test_a_model_that_is_not_the_tree_names_what_differs(galaxy: Galaxy) -> None
     )
 
 
-def test_a_connected_app_signs_in_with_the_scope_the_service_needs(galaxy: Galaxy) -> None:
-    """The publish's Connected App sign-in: its default scopes include VDS's; without it,
-    the service's refusal is an error naming the scope, not a pass."""
+def test_only_the_check_asks_a_connected_app_for_the_scope_the_service_needs(
+    galaxy: Galaxy,
+) -> None:
+    """The publish's JWT asks for the publish's scopes alone; the check's sign-in, with the
+    same credentials, adds VDS's for its own session, so a sign-in whose scopes lack it
+    (even one that could not publish) passes the check."""
     app = ("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")  # conftest.py's APP
 
-    def tableau(**scopes: Any) -> TableauServerResource:
-        sign_in = ConnectedAppSignIn(
+    def sign_in(**scopes: Any) -> ConnectedAppSignIn:
+        return ConnectedAppSignIn(
             client_id=app[0], secret_id=app[1], secret_value=app[2], username="etl", **scopes
         )
-        return TableauServerResource(server_url=galaxy.emulator.url, site=SITE, sign_in=sign_in)
 
-    assert _check(galaxy, "Weather", ["weather", "airports"], tableau()).passed
-    publish_only = ["tableau:content:read"]
-    with pytest.raises(VizqlDataServiceError) as refused:
-        _check(galaxy, "Weather", ["weather", "airports"], tableau(scopes=publish_only))
+    jwt = sign_in().credentials().credentials()["jwt"]
+    claims = json.loads(unb64url(jwt.split(".")[1]))
+    assert claims["scp"] == [
+        "tableau:content:read",
+        "tableau:file_uploads:create",
+        "tableau:datasources:create",
+        "tableau:datasources:update",
+        "tableau:jobs:read",
+    ]
+    for scopes in ({}, {"scopes": ["tableau:content:read"]}):
+        tableau = TableauServerResource(
+            server_url=galaxy.emulator.url, site=SITE, sign_in=sign_in(**scopes)
+        )
+        assert _check(galaxy, "Weather", ["weather", "airports"], tableau).passed
+
+
+def test_without_the_scope_the_service_refuses_naming_it(galaxy: Galaxy) -> None:
+    """A session whose JWT lacks VDS's scope is refused with an error naming the scope,
+    not a pass."""
+    app = ("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")  # conftest.py's APP
+    credentials = ConnectedAppCredentials(*app, "etl", ("tableau:content:read",))
+    settings = ClientSettings(
+        http=HttpSettings(galaxy.emulator.url), sign_in=credentials, site=SITE
+    )
+    with TableauClient(settings) as client, pytest.raises(VizqlDataServiceError) as refused:
+        luid = client.find_datasource("Weather", client.project("Default").id)
+        assert luid is not None
+        client.vds("read-metadata", {"datasource": {"datasourceLuid": luid.id}})
     assert (refused.value.status, refused.value.code) == (403, "403000")
     assert "tableau:viz_data_service:read" in str(refused.value)
     assert not refused.value.disabled

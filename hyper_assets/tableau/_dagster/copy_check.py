@@ -28,6 +28,7 @@ from hyper_assets.tableau._publish.copy_check import (
     check_copy,
     read_local,
 )
+from hyper_assets.tableau._rest import vds
 
 CHECK_NAME = "tableau_copy_matches"
 
@@ -45,7 +46,8 @@ def check_tableau_copy(
 ) -> CopyReport:
     """Whether Tableau's copy of data source `datasource` of `project` is the file's.
 
-    Asks the VizQL Data Service, signed in as `tableau` publishes, for the data source's
+    Asks the VizQL Data Service, signed in as `tableau` publishes (a Connected App's JWT
+    also asking for `tableau:viz_data_service:read`, for this session alone), for the data source's
     model, fields and figures (`CopyReport` says what differs), and compares them with the
     file of `database` as a publish of `tables` (all without) makes it: its tree of tables,
     each table's rows, the fact's SUM of `sum_column` (a numeric non-key column unless
@@ -63,7 +65,7 @@ def check_tableau_copy(
             last_partitions=last_partitions,
             sum_column=sum_column,
         )
-    with tableau.client() as client:
+    with tableau.client(also_scopes=[vds.SCOPE]) as client:
         return check_copy(local, client, project)
 
 
