@@ -18,6 +18,7 @@ from test_galaxy import SITE, TOKEN_NAME, TOKEN_SECRET, Galaxy
 
 from hyper_assets import (
     ConnectedAppSignIn,
+    CopyCheckSetupError,
     CopyFigure,
     CopyReport,
     HyperDatabase,
@@ -218,7 +219,7 @@ def test_the_asset_check_fails_and_the_quality_warning_appears(galaxy: Galaxy) -
         tables=FLIGHTS_TABLES,
         key="tableau_flights",  # as Galaxy.publish made it
     )
-    copy = tableau_copy_check(published, tables=FLIGHTS_TABLES, partition_column="day")
+    copy = tableau_copy_check(published)  # its tables and partition column: the publish's
     sensor = quality_warning_sensor(published, [copy])
     resources = galaxy.resources()
     with dg.DagsterInstance.ephemeral() as instance:
@@ -259,6 +260,37 @@ def test_the_asset_check_fails_and_the_quality_warning_appears(galaxy: Galaxy) -
         )
         assert "partition '2024-03-01'" in warning.message
         server.auth.sign_out()
+
+
+def test_the_check_reads_its_tables_and_partition_column_from_the_publish_asset(
+    galaxy: Galaxy,
+) -> None:
+    airports, flights, _ = galaxy.assets()
+    published = tableau_datasource_asset(
+        datasource="Flights",
+        project="Default",
+        deps=[flights, airports],
+        tables=[flights, "airports"],
+        key="tableau_flights",
+    )
+    recorded = published.metadata_by_key[published.key]
+    assert (recorded["tables"], recorded["fact"], recorded["partition_column"]) == (
+        ["flights", "airports"],
+        "Extract.flights",
+        "day",
+    )
+    assert tableau_copy_check(published).check_specs  # nothing to pass twice
+
+    by_keys = tableau_datasource_asset(
+        datasource="Flights", project="Default", deps=[flights.key, airports.key], key="by_keys"
+    )
+    with pytest.raises(CopyCheckSetupError) as unknown:
+        tableau_copy_check(by_keys)
+    assert str(unknown.value).startswith(
+        "tableau_copy_check: publish asset 'by_keys' records no fact table"
+    )
+    assert "Pass partition_column=" in str(unknown.value)
+    assert tableau_copy_check(by_keys, partition_column="day").check_specs  # an override
 
 
 def test_a_figure_matches_within_float_noise_and_names_both_sides() -> None:

@@ -24,9 +24,9 @@ from hyper_assets._dagster.located import ExtractSource, Located
 from hyper_assets._dagster.spec import DEFAULT_SCHEMA, TableSpec
 from hyper_assets._engine.tables import Catalog
 from hyper_assets._rows.pending_keys import PendingKey
-from hyper_assets.errors import ConfigurationError
+from hyper_assets.errors import ConfigurationError, DataModelError
 from hyper_assets.tableau._dagster.resource import TableauServerResource
-from hyper_assets.tableau._publish.model import preview
+from hyper_assets.tableau._publish.model import data_model, preview
 from hyper_assets.tableau._publish.publish import (
     DEFAULT_LOCK_TIMEOUT_SECONDS,
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -317,6 +317,40 @@ def _declared_model(
     return {"data_model": dg.MetadataValue.md(shown)}
 
 
+def _copy_check_metadata(
+    sources: Mapping[dg.AssetKey, Mapping[str, Any]],
+    held: Sequence[_HeldTable] | None,
+    datasource: str,
+) -> dict[str, Any]:
+    """What `tableau_copy_check` reads of the publish asset: `tables`, the held tables'
+    names (given tables=; an asset's by its table's name, whatever its schema), and the
+    tree's `fact` and its `partition_column` (the fact's `partition_expr`, if it has
+    one), when the deps' declared keys make a tree."""
+    found: dict[str, Any] = {}
+    if held is not None:
+        found["tables"] = [
+            t
+            if isinstance(t, str)
+            else TableSpec.parse(t[0].path, t[1], DEFAULT_SCHEMA).table.name.unescaped
+            for t in held
+        ]
+    parsed = (
+        TableSpec.parse(key.path, metadata, DEFAULT_SCHEMA) for key, metadata in sources.items()
+    )
+    specs = {spec.table: spec for spec in parsed}
+    try:
+        tree = data_model(
+            {t: s.keys for t, s in specs.items()}, datasource, chosen=held is not None
+        )
+    except (ConfigurationError, DataModelError):  # no tables, or no tree: the run refuses
+        return found
+    found["fact"] = specs[tree.fact].label
+    expr = specs[tree.fact].partition_expr
+    if expr is not None:
+        found["partition_column"] = expr if isinstance(expr, str) else dict(expr)
+    return found
+
+
 def _declared_keys(
     located: Located, tables: Mapping[dg.AssetKey, Mapping[str, Any]]
 ) -> list[PendingKey]:
@@ -441,7 +475,8 @@ def tableau_datasource_asset(
         required_resource_keys={source.resource_key, tableau_key},
         metadata={"datasource": datasource, "project": project}
         | _declared_lineage(sources)
-        | (_declared_model(sources, datasource, chosen=held is not None) if declared else {}),
+        | (_declared_model(sources, datasource, chosen=held is not None) if declared else {})
+        | (_copy_check_metadata(sources, held, datasource) if declared else {}),
         automation_condition=automation_condition,
         description=f"Tableau data source {datasource!r} in project {project!r}.",
     )
