@@ -12,7 +12,7 @@ Service, has the model, rows and last days of the file.
 From Dagster: column-schema changes and time-partition freshness.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from dagster import (
     AssetChecksDefinition,
@@ -30,34 +30,21 @@ DIMENSIONS = (airlines, airports, planes)
 FACTS = (flights, weather)
 
 
-def build_checks(
-    published: Sequence[AssetsDefinition] = (),
-    tables: Mapping[str, Sequence[str]] | None = None,
-) -> Sequence[AssetChecksDefinition]:
+def build_checks(published: Sequence[AssetsDefinition] = ()) -> Sequence[AssetChecksDefinition]:
     """Every check of the demo, freshness checks last (they need their own sensor).
 
-    With the publish assets `published`, also the checks that their copies are fresh;
-    and with the `tables` each data source holds (by name), that Tableau's copy of each
-    is the file's (`copy_check`).
+    With the publish assets `published`, also the checks that their copies are fresh, and
+    that Tableau's copy of each is the file's (`tableau_copy_check`: the tables each
+    holds and its fact's last 7 days by the fact's `partition_expr`, read from the publish
+    asset).
     """
     return [
         *HYPER_CHECKS,
         *(publish_freshness_check(p, max_lag_minutes=60) for p in published),
-        *(copy_check(p, tables) for p in published if tables is not None),
+        *(tableau_copy_check(p) for p in published),
         *SCHEMA_CHECKS,
         *FRESHNESS_CHECKS,
     ]
-
-
-def copy_check(
-    published: AssetsDefinition, tables: Mapping[str, Sequence[str]]
-) -> AssetChecksDefinition:
-    """`tableau_copy_check` of a data source: its fact's last 7 days compared one by one
-    (the fact is the one of `FACTS` it publishes, its days its `partition_expr`)."""
-    datasource = published.metadata_by_key[published.key]["datasource"]
-    [fact] = [f for f in FACTS if f.key in published.asset_deps[published.key]]
-    day = fact.metadata_by_key[fact.key]["partition_expr"]
-    return tableau_copy_check(published, tables=tables[datasource], partition_column=day)
 
 
 def checks_of(fact: AssetsDefinition) -> list[AssetChecksDefinition]:

@@ -111,7 +111,7 @@ def build_definitions(
     )
     # The published copy's lag, checked between publishes (right after one it is 0), and
     # Tableau's copy against the file (also checked by each publish, which runs its check).
-    checks = build_checks(DATASOURCES, TABLES)
+    checks = build_checks(DATASOURCES)
     publish_lag_job = define_asset_job(
         "publish_lag_job", AssetSelection.checks_for_assets(*DATASOURCES)
     )

@@ -50,6 +50,7 @@ from .errors import (
     CompactionError as CompactionError,
     ComponentSpecError as ComponentSpecError,
     ConfigurationError as ConfigurationError,
+    CopyCheckSetupError as CopyCheckSetupError,
     CorruptDatabaseError as CorruptDatabaseError,
     CorruptFileError as CorruptFileError,
     DatabaseLockedError as DatabaseLockedError,

@@ -5,6 +5,7 @@ Each message names the table, column or field at fault and says how to fix it.
 HyperAssetsError
 ├── ConfigurationError              asset metadata or resource config that cannot work
 │   ├── ComponentSpecError          a defs.yaml field of the component
+│   ├── CopyCheckSetupError         a copy check whose publish asset does not say what to compare
 │   ├── MetadataKeyError            a metadata key misspelling one the library reads
 │   ├── MetadataValueError          a metadata value not of its key's shape
 │   ├── MissingDependencyError      an optional package (pyspark...) needed and not importable
@@ -167,6 +168,11 @@ class ComponentSpecError(ConfigurationError):
     def __init__(self, field: str, problem: str):
         super().__init__(f"{field}: {problem}. Fix it in defs.yaml.")
         self.field = field
+
+
+class CopyCheckSetupError(ConfigurationError):
+    """`tableau_copy_check` cannot read from its publish asset what to compare (the fact's
+    partition column); the message names the asset and the argument to pass."""
 
 
 class MetadataKeyError(ConfigurationError):

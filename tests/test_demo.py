@@ -29,7 +29,7 @@ from demo.arrive import main as arrive_main
 from demo.assets import described
 from demo.checks import build_checks
 from demo.data import FACTS as FACT_TABLES, arrive
-from demo.definitions import DATASOURCES, TABLES, build_definitions
+from demo.definitions import DATASOURCES, build_definitions
 from hyper_assets import HyperIOManager
 from hyper_assets._engine.process import SharedHyper
 
@@ -427,7 +427,7 @@ def test_the_landing_sensors_ask_for_nothing_the_demo_loaded(demo_data: Path, de
 
 
 def test_every_check_has_a_readable_step_and_a_description() -> None:
-    for checks in build_checks(DATASOURCES, TABLES):
+    for checks in build_checks(DATASOURCES):
         assert not re.search(r"_[0-9a-f]{8}$", checks.node_def.name), checks.node_def.name
         for spec in checks.check_specs:
             assert spec.description, spec.key

@@ -5,6 +5,8 @@ emulator.faults.drop_after_accept("PATCH", r"/data$")   # applied, but no reply
 emulator.faults.fail_next_job("disk full")
 emulator.faults.expire_sessions_before("PATCH", r"/data$")  # the token expires mid-publish
 emulator.faults.pause_jobs(); ...; emulator.faults.resume_jobs()
+held = emulator.faults.pause_requests("POST", r"/query-datasource$"); held.wait(); ...;
+emulator.faults.resume_requests()  # a request held before it is handled
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ class Faults:
         self._jobs_running = threading.Event()
         self._jobs_running.set()
         self._hold_started = False  # pause jobs once started rather than while queued
+        self._pauses: list[RequestFault] = []
+        self._requests_running = threading.Event()
+        self._requests_running.set()
+        self._request_held = threading.Event()
 
     def fail_requests(
         self,
@@ -69,6 +75,27 @@ class Faults:
         """End every session just before the next `count` matching requests (they get 401)."""
         with self._lock:
             self._expiries.append(RequestFault(method.upper(), _pattern(path_pattern), count))
+
+    def pause_requests(self, method: str, path_pattern: str, *, count: int = 1) -> threading.Event:
+        """Hold the next `count` matching requests, before they are handled, until
+        `resume_requests`; the event returned is set once one is held."""
+        with self._lock:
+            self._pauses.append(RequestFault(method.upper(), _pattern(path_pattern), count))
+            self._request_held = threading.Event()
+            self._requests_running.clear()
+            return self._request_held
+
+    def resume_requests(self) -> None:
+        """Let the held requests (and the next matching ones) be handled."""
+        with self._lock:
+            self._pauses.clear()
+            self._requests_running.set()
+
+    def hold_if_paused(self, method: str, path: str) -> None:
+        """Wait until `resume_requests` if a `pause_requests` matches this request."""
+        if self._take(self._pauses, method, path) is not None:
+            self._request_held.set()
+            self._requests_running.wait()
 
     def clear(self) -> None:
         """Disarm every request fault not yet taken."""

@@ -142,6 +142,7 @@ class Api:
             return Reply(fault.status, error_nodes(err), retry)
         if self.faults.take_expiry(method, path):
             self.sessions.expire_all()
+        self.faults.hold_if_paused(method, path)
         try:
             request = Request(method, path, dict(parse_qsl(url.query)), headers, body)
             route = self._resolve(request)

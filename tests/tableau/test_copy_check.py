@@ -5,6 +5,8 @@ counts, and show as a data quality warning; a site with the service off skips it
 
 from __future__ import annotations
 
+import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,11 @@ from test_galaxy import SITE, TOKEN_NAME, TOKEN_SECRET, Galaxy
 
 from hyper_assets import (
     ConnectedAppSignIn,
+    CopyCheckSetupError,
     CopyFigure,
     CopyReport,
     HyperDatabase,
+    HyperResource,
     TableauServerResource,
     VizqlDataServiceError,
     check_tableau_copy,
@@ -28,6 +32,10 @@ from hyper_assets import (
 )
 from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import Emulator
+from hyper_assets.tableau._rest.client import TableauClient
+from hyper_assets.tableau._rest.connected_app import unb64url
+from hyper_assets.tableau._rest.settings import ClientSettings, ConnectedAppCredentials
+from hyper_assets.tableau._rest.transport import HttpSettings
 
 DAYS = ("2024-03-01", "2024-03-02", "2024-03-03")
 FLIGHTS_TABLES = ["flights", "airports"]
@@ -111,6 +119,30 @@ def test_rows_deleted_behind_the_publish_fail_naming_the_partition_and_both_coun
     assert report.describe().startswith("Tableau's copy of 'Flights' is not the file's (4 ")
 
 
+def test_the_file_is_free_while_the_check_waits_on_tableau(galaxy: Galaxy) -> None:
+    """While the emulator holds a VDS query, a writer opens the file at once: the check
+    read the file's figures and let it go before asking Tableau."""
+    held = galaxy.emulator.faults.pause_requests("POST", r"/vizql-data-service/query-datasource$")
+    reports: list[CopyReport] = []
+    checking = threading.Thread(
+        target=lambda: reports.append(_check(galaxy, "Flights", FLIGHTS_TABLES))
+    )
+    checking.start()
+    try:
+        assert held.wait(30), "the check sent no query-datasource"
+        writer = HyperDatabase(
+            database=str(galaxy.database), hyper=HyperResource(lock_timeout_seconds=1)
+        )
+        with writer.writing() as path, writer.hyper.open(path, create=False) as connection:
+            rows = connection.execute_scalar_query('SELECT COUNT(*) FROM "Extract"."flights"')
+        assert rows == 6
+    finally:
+        galaxy.emulator.faults.resume_requests()
+        checking.join(30)
+    [report] = reports
+    assert report.passed, report.failures
+
+
 def test_a_model_that_is_not_the_tree_names_what_differs(galaxy: Galaxy) -> None:
     """Flights checked as if it held flights alone: Tableau's two role copies differ."""
     report = _check(galaxy, "Flights", ["flights"])
@@ -123,21 +155,47 @@ def test_a_model_that_is_not_the_tree_names_what_differs(galaxy: Galaxy) -> None
     )
 
 
-def test_a_connected_app_signs_in_with_the_scope_the_service_needs(galaxy: Galaxy) -> None:
-    """The publish's Connected App sign-in: its default scopes include VDS's; without it,
-    the service's refusal is an error naming the scope, not a pass."""
+def test_only_the_check_asks_a_connected_app_for_the_scope_the_service_needs(
+    galaxy: Galaxy,
+) -> None:
+    """The publish's JWT asks for the publish's scopes alone; the check's sign-in, with the
+    same credentials, adds VDS's for its own session, so a sign-in whose scopes lack it
+    (even one that could not publish) passes the check."""
     app = ("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")  # conftest.py's APP
 
-    def tableau(**scopes: Any) -> TableauServerResource:
-        sign_in = ConnectedAppSignIn(
+    def sign_in(**scopes: Any) -> ConnectedAppSignIn:
+        return ConnectedAppSignIn(
             client_id=app[0], secret_id=app[1], secret_value=app[2], username="etl", **scopes
         )
-        return TableauServerResource(server_url=galaxy.emulator.url, site=SITE, sign_in=sign_in)
 
-    assert _check(galaxy, "Weather", ["weather", "airports"], tableau()).passed
-    publish_only = ["tableau:content:read"]
-    with pytest.raises(VizqlDataServiceError) as refused:
-        _check(galaxy, "Weather", ["weather", "airports"], tableau(scopes=publish_only))
+    jwt = sign_in().credentials().credentials()["jwt"]
+    claims = json.loads(unb64url(jwt.split(".")[1]))
+    assert claims["scp"] == [
+        "tableau:content:read",
+        "tableau:file_uploads:create",
+        "tableau:datasources:create",
+        "tableau:datasources:update",
+        "tableau:jobs:read",
+    ]
+    for scopes in ({}, {"scopes": ["tableau:content:read"]}):
+        tableau = TableauServerResource(
+            server_url=galaxy.emulator.url, site=SITE, sign_in=sign_in(**scopes)
+        )
+        assert _check(galaxy, "Weather", ["weather", "airports"], tableau).passed
+
+
+def test_without_the_scope_the_service_refuses_naming_it(galaxy: Galaxy) -> None:
+    """A session whose JWT lacks VDS's scope is refused with an error naming the scope,
+    not a pass."""
+    app = ("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")  # conftest.py's APP
+    credentials = ConnectedAppCredentials(*app, "etl", ("tableau:content:read",))
+    settings = ClientSettings(
+        http=HttpSettings(galaxy.emulator.url), sign_in=credentials, site=SITE
+    )
+    with TableauClient(settings) as client, pytest.raises(VizqlDataServiceError) as refused:
+        luid = client.find_datasource("Weather", client.project("Default").id)
+        assert luid is not None
+        client.vds("read-metadata", {"datasource": {"datasourceLuid": luid.id}})
     assert (refused.value.status, refused.value.code) == (403, "403000")
     assert "tableau:viz_data_service:read" in str(refused.value)
     assert not refused.value.disabled
@@ -161,7 +219,7 @@ def test_the_asset_check_fails_and_the_quality_warning_appears(galaxy: Galaxy) -
         tables=FLIGHTS_TABLES,
         key="tableau_flights",  # as Galaxy.publish made it
     )
-    copy = tableau_copy_check(published, tables=FLIGHTS_TABLES, partition_column="day")
+    copy = tableau_copy_check(published)  # its tables and partition column: the publish's
     sensor = quality_warning_sensor(published, [copy])
     resources = galaxy.resources()
     with dg.DagsterInstance.ephemeral() as instance:
@@ -202,6 +260,37 @@ def test_the_asset_check_fails_and_the_quality_warning_appears(galaxy: Galaxy) -
         )
         assert "partition '2024-03-01'" in warning.message
         server.auth.sign_out()
+
+
+def test_the_check_reads_its_tables_and_partition_column_from_the_publish_asset(
+    galaxy: Galaxy,
+) -> None:
+    airports, flights, _ = galaxy.assets()
+    published = tableau_datasource_asset(
+        datasource="Flights",
+        project="Default",
+        deps=[flights, airports],
+        tables=[flights, "airports"],
+        key="tableau_flights",
+    )
+    recorded = published.metadata_by_key[published.key]
+    assert (recorded["tables"], recorded["fact"], recorded["partition_column"]) == (
+        ["flights", "airports"],
+        "Extract.flights",
+        "day",
+    )
+    assert tableau_copy_check(published).check_specs  # nothing to pass twice
+
+    by_keys = tableau_datasource_asset(
+        datasource="Flights", project="Default", deps=[flights.key, airports.key], key="by_keys"
+    )
+    with pytest.raises(CopyCheckSetupError) as unknown:
+        tableau_copy_check(by_keys)
+    assert str(unknown.value).startswith(
+        "tableau_copy_check: publish asset 'by_keys' records no fact table"
+    )
+    assert "Pass partition_column=" in str(unknown.value)
+    assert tableau_copy_check(by_keys, partition_column="day").check_specs  # an override
 
 
 def test_a_figure_matches_within_float_noise_and_names_both_sides() -> None:

@@ -1,7 +1,7 @@
 """The copy check: Tableau's copy of a published data source against the local file,
 through Tableau's VizQL Data Service (`hyper_assets.tableau._publish.copy_check` compares).
 
-    copy = tableau_copy_check(published, partition_column="day")
+    copy = tableau_copy_check(published)  # its tables and the fact's partition column
     Definitions(assets=[..., published], asset_checks=[copy], sensors=[
         quality_warning_sensor(published, [copy, *checks])])
 
@@ -13,20 +13,23 @@ as a data quality warning through `quality_warning_sensor`, which watches every 
 the publish asset. `check_tableau_copy` is the same comparison for use outside Dagster.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 
 from hyper_assets._dagster.identity import latest, read_identity, require_same
 from hyper_assets._dagster.located import ExtractSource
 from hyper_assets._home.home import HyperDatabase
-from hyper_assets.errors import ConfigurationError, VizqlDataServiceError
+from hyper_assets.errors import ConfigurationError, CopyCheckSetupError, VizqlDataServiceError
 from hyper_assets.tableau._dagster.resource import TableauServerResource
 from hyper_assets.tableau._publish.copy_check import (
     DEFAULT_LAST_PARTITIONS,
     CopyReport,
     check_copy,
+    read_local,
 )
+from hyper_assets.tableau._rest import vds
 
 CHECK_NAME = "tableau_copy_matches"
 
@@ -44,27 +47,27 @@ def check_tableau_copy(
 ) -> CopyReport:
     """Whether Tableau's copy of data source `datasource` of `project` is the file's.
 
-    Asks the VizQL Data Service, signed in as `tableau` publishes, for the data source's
+    Asks the VizQL Data Service, signed in as `tableau` publishes (a Connected App's JWT
+    also asking for `tableau:viz_data_service:read`, for this session alone), for the data source's
     model, fields and figures (`CopyReport` says what differs), and compares them with the
     file of `database` as a publish of `tables` (all without) makes it: its tree of tables,
     each table's rows, the fact's SUM of `sum_column` (a numeric non-key column unless
     given), and the count and sum of each of the fact's last `last_partitions` values of
-    `partition_column`. Where the site has the service off, the report is `skipped`."""
-    with (
-        database.reading() as path,
-        database.hyper.connect(path, create=False) as connection,
-        tableau.client() as client,
-    ):
-        return check_copy(
+    `partition_column`. Where the site has the service off, the report is `skipped`.
+
+    The file's figures are read first, its connection (and lock) released before the first
+    call to Tableau: writers never wait on Tableau's latency."""
+    with database.reading() as path, database.hyper.connect(path, create=False) as connection:
+        local = read_local(
             connection,
-            client,
             datasource,
-            project,
             tables=tables,
             partition_column=partition_column,
             last_partitions=last_partitions,
             sum_column=sum_column,
         )
+    with tableau.client(also_scopes=[vds.SCOPE]) as client:
+        return check_copy(local, client, project)
 
 
 def tableau_copy_check(
@@ -81,9 +84,16 @@ def tableau_copy_check(
     tableau_key: str = "tableau",
 ) -> dg.AssetChecksDefinition:
     """`tableau_copy_matches` on `published` (a `tableau_datasource_asset`): Tableau's copy
-    of its data source is the file's, as `check_tableau_copy` compares them (give the same
-    `tables` as the publish). It costs `T + 3` VizQL Data Service queries for a data source
-    of `T` tables; where the site has the service off it passes, saying it was skipped.
+    of its data source is the file's, as `check_tableau_copy` compares them.
+
+    The tables and the fact's partition column are the publish asset's (its `tables=` and
+    the fact's `partition_expr`, which it records in its metadata); `tables` and
+    `partition_column` override them. A publish asset whose deps are keys or names, not
+    definitions or specs, knows no fact: pass `partition_column`, else it is a
+    `CopyCheckSetupError`, as is a fact partitioned on several columns.
+
+    It costs `T + 3` VizQL Data Service queries for a data source of `T` tables; where the
+    site has the service off it passes, saying it was skipped.
     A file made anew since the publish is an `ExtractRecreatedError`."""
     metadata = published.metadata_by_key.get(published.key, {})
     datasource, project = metadata.get("datasource"), metadata.get("project")
@@ -93,6 +103,9 @@ def tableau_copy_check(
             f"tableau_copy_check: asset {label} has no datasource and project metadata; "
             "pass the asset tableau_datasource_asset() made."
         )
+    tables = tables if tables is not None else metadata.get("tables")
+    if partition_column is None:
+        partition_column = _partition_column(metadata, label)
     source = ExtractSource(io_manager_key, database_key)
 
     @dg.asset_check(
@@ -150,3 +163,24 @@ def tableau_copy_check(
         )
 
     return _check
+
+
+def _partition_column(metadata: Mapping[str, Any], label: str) -> str | None:
+    """The fact's partition column as the publish asset `label` recorded it (None: the fact
+    is not partitioned); `CopyCheckSetupError` where it recorded no fact, or several."""
+    if "fact" not in metadata:
+        raise CopyCheckSetupError(
+            f"tableau_copy_check: publish asset {label!r} records no fact table (its deps "
+            "are asset keys or names, or its declared keys make no tree), so the fact's "
+            "partition column is unknown. Pass partition_column= (the fact's partition "
+            "column), or give tableau_datasource_asset the tables' asset definitions or "
+            "specs as deps."
+        )
+    found = metadata.get("partition_column")
+    if isinstance(found, Mapping):
+        raise CopyCheckSetupError(
+            f"tableau_copy_check: the fact {metadata['fact']!r} of publish asset {label!r} "
+            f"is partitioned on several columns ({dict(found)}); pass partition_column= one "
+            "of them."
+        )
+    return found if isinstance(found, str) else None

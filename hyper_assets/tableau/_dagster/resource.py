@@ -15,6 +15,7 @@ the frozen `ClientSettings`. In run config the sign-in is one of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from dagster import Config, ConfigurableResource
@@ -70,7 +71,8 @@ class ConnectedAppSignIn(Config):
     username: str = Field(description="The Tableau user the app acts as.")
     scopes: list[str] = Field(
         default_factory=lambda: list(PUBLISH_SCOPES),
-        description="What the JWT grants: by default what a publish and the copy check call.",
+        description="What the JWT grants: by default what a publish calls (the copy check "
+        "adds tableau:viz_data_service:read to its own sign-in).",
     )
 
     def credentials(self) -> ConnectedAppCredentials:
@@ -176,9 +178,10 @@ class TableauServerResource(ConfigurableResource):
             job_timeout_seconds=self.job_timeout_seconds,
         )
 
-    def client(self) -> TableauClient:
-        """A new client; use it as a context manager so it signs out and closes."""
-        return TableauClient(self.settings())
+    def client(self, *, also_scopes: Sequence[str] = ()) -> TableauClient:
+        """A new client; use it as a context manager so it signs out and closes. A
+        Connected App's JWT also asks for `also_scopes` (the copy check's VDS scope)."""
+        return TableauClient(self.settings().asking_also(also_scopes))
 
 
 #: `sign_in` as Dagster's run config gives it: the way to sign in, then its fields.

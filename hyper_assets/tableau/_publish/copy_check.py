@@ -1,9 +1,10 @@
 """Whether Tableau's copy of a data source is ours, asked of Tableau's VizQL Data Service.
 
-`check_copy` compares what the local `.hyper` file would publish now with what Tableau
-holds, with `T + 3` queries for a data source of `T` tables: the fields (`read-metadata`),
-the model (`get-datasource-model`), one count per table (the fact's with a SUM) and one
-query of the fact's last partitions. It reports, in a `CopyReport`:
+`read_local` reads what the local `.hyper` file would publish now, in one short hold of
+the file; `check_copy` then compares it with what Tableau holds, the file no longer held
+while it waits on Tableau, with `T + 3` queries for a data source of `T` tables: the
+fields (`read-metadata`), the model (`get-datasource-model`), one count per table (the
+fact's with a SUM) and one query of the fact's last partitions. It reports, in a `CopyReport`:
 
 - the model: Tableau's logical tables and relationships against the tree the file makes
   (`model.data_model`: a table per role copy, a relationship per foreign key), by caption;
@@ -127,21 +128,52 @@ def model_differences(expected: DataModel, found: vds.Model) -> list[str]:
     ]
 
 
-def check_copy(
+Figures = dict[str | None, tuple[Number | None, ...]]
+
+
+@dataclass(frozen=True)
+class _LocalTable:
+    """One logical table's figures in the file: the columns they aggregate, the figures of
+    the table, and, for the fact, of its last partitions (`partitions`, newest first)."""
+
+    caption: str
+    fact: bool
+    counted: str
+    summed: str | None
+    figures: Figures
+    partitions: tuple[Any, ...] = ()
+    partition_figures: Figures = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (f"COUNT({self.counted})", *((f"SUM({self.summed})",) if self.summed else ()))
+
+
+@dataclass(frozen=True)
+class LocalCopy:
+    """What the file would publish as data source `datasource`, read by `read_local` in
+    one hold of the file: its tree, and each logical table's figures."""
+
+    datasource: str
+    tree: DataModel
+    tables: tuple[_LocalTable, ...]
+    partition_column: str | None
+
+
+def read_local(
     connection: Connection,
-    client: TableauClient,
     datasource: str,
-    project: str,
     *,
     tables: Sequence[str] | None = None,
     partition_column: str | None = None,
     last_partitions: int = DEFAULT_LAST_PARTITIONS,
     sum_column: str | None = None,
-) -> CopyReport:
-    """Compares data source `datasource` of `project` (holding `tables` of the file, or
-    all, as its publish says) with the file `connection` opened, through the VizQL Data
-    Service; `partition_column` is the fact's column whose last `last_partitions` values
-    are compared one by one, `sum_column` the fact's column summed (else one is chosen)."""
+) -> LocalCopy:
+    """The figures `check_copy` compares, read from the file `connection` opened, as a
+    publish of `tables` (all without) makes data source `datasource`: per logical table the
+    COUNT of one column, for the fact the SUM of `sum_column` (else one is chosen) and the
+    same per each of the last `last_partitions` values of `partition_column`. It calls
+    nothing remote: the caller closes the connection before asking Tableau."""
     if last_partitions < 1:
         raise ConfigurationError(
             f"last_partitions of the copy check of {datasource!r} is {last_partitions}; "
@@ -158,6 +190,43 @@ def check_copy(
             f"{partition_column!r} (partition_column); give one of "
             f"{[c.name for c in fact_columns]}."
         )
+    found: list[_LocalTable] = []
+    for table in tree.tables:
+        source = tree.source(table)
+        columns = catalog.columns(source)
+        counted = _counted(columns, keys[source].primary_key)
+        if table != tree.fact:
+            figures = _local(connection, source, counted, None)
+            found.append(_LocalTable(table.name.unescaped, False, counted, None, figures))
+            continue
+        summed = _summed(columns, keys[source], sum_column, datasource)
+        figures = _local(connection, source, counted, summed)
+        partitions: list[Any] = []
+        by_partition: Figures = {}
+        if partition_column is not None:
+            partitions = _last_partitions(connection, source, partition_column, last_partitions)
+        if partition_column is not None and partitions:  # the fact's, if it has rows
+            by_partition = _local(
+                connection, source, counted, summed, partition_column, len(partitions)
+            )
+        found.append(
+            _LocalTable(
+                table.name.unescaped,
+                True,
+                counted,
+                summed,
+                figures,
+                tuple(partitions),
+                by_partition,
+            )
+        )
+    return LocalCopy(datasource, tree, tuple(found), partition_column)
+
+
+def check_copy(local: LocalCopy, client: TableauClient, project: str) -> CopyReport:
+    """Compares Tableau's copy of data source `local.datasource` of `project` with the
+    file's figures `local` (`read_local`'s), through the VizQL Data Service."""
+    datasource, tree = local.datasource, local.tree
     where = client.find_datasource(datasource, client.project(project).id)
     if where is None:
         missing = f"data source {datasource!r} is not in project {project!r}: publish it first"
@@ -174,36 +243,27 @@ def check_copy(
     differences = model_differences(tree, found)
     figures: list[CopyFigure] = []
     ids = {t.caption: t.id for t in found.tables}
-    for table in tree.tables:
-        caption = table.name.unescaped
-        if caption not in ids:
+    for table in local.tables:
+        if table.caption not in ids:
             continue  # a difference of the model already
-        source = tree.source(table)
-        columns = catalog.columns(source)
-        counted = _counted(columns, keys[source].primary_key)
-        summed = (
-            _summed(columns, keys[source], sum_column, datasource) if table == tree.fact else None
+        named = {f.name: f for f in fields if f.table_id == ids[table.caption]}
+        used = (
+            (table.counted, table.summed, local.partition_column)
+            if table.fact
+            else (table.counted,)
         )
-        named = {f.name: f for f in fields if f.table_id == ids[caption]}
-        used = (counted, summed, partition_column) if table == tree.fact else (counted,)
         absent = [c for c in used if c is not None and c not in named]
         differences += [
-            f"logical table {caption!r} has no field named {c!r} in Tableau's copy" for c in absent
+            f"logical table {table.caption!r} has no field named {c!r} in Tableau's copy"
+            for c in absent
         ]
         if absent:
             continue
-        measures = _Measures(named, counted, summed)
-        local = _local(connection, source, measures)
-        figures += _figures(caption, measures, local, ask.figures(measures))
-        partitions = (
-            _last_partitions(connection, source, partition_column, last_partitions)
-            if table == tree.fact and partition_column is not None
-            else []
-        )
-        if partition_column is not None and partitions:  # the fact's, if it has rows
-            local = _local(connection, source, measures, partition_column, partitions)
-            remote = ask.figures(measures, named[partition_column], partitions)
-            figures += _figures(caption, measures, local, remote)
+        figures += _figures(table, table.figures, ask.figures(table, named))
+        if local.partition_column is not None and table.partitions:
+            dimension = named[local.partition_column]
+            remote = ask.figures(table, named, dimension, table.partitions)
+            figures += _figures(table, table.partition_figures, remote)
     return CopyReport(
         datasource,
         tuple(differences),
@@ -211,22 +271,6 @@ def check_copy(
         ask.count,
         tables=tuple(t.name.unescaped for t in tree.tables),
     )
-
-
-@dataclass(frozen=True)
-class _Measures:
-    """The columns a table's figures aggregate, and their fields in Tableau's copy."""
-
-    fields: dict[str, vds.FieldInfo]
-    counted: str
-    summed: str | None
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (f"COUNT({self.counted})", *((f"SUM({self.summed})",) if self.summed else ()))
-
-
-Figures = dict[str | None, tuple[Number | None, ...]]
 
 
 class _Asker:
@@ -241,23 +285,21 @@ class _Asker:
 
     def figures(
         self,
-        measures: _Measures,
+        table: _LocalTable,
+        named: dict[str, vds.FieldInfo],
         dimension: vds.FieldInfo | None = None,
         values: Sequence[Any] = (),
     ) -> Figures:
-        """COUNT (and SUM) in Tableau's copy, per value of `dimension` among `values`."""
+        """COUNT (and SUM) of `table` in Tableau's copy (its fields `named` by column),
+        per value of `dimension` among `values`."""
         fields: list[dict[str, Any]] = []
         filters: list[dict[str, Any]] = []
         if dimension is not None:
             fields.append({"fieldCaption": dimension.caption, "sortPriority": 1})
             filters.append(_filter(dimension, values))
-        fields.append(
-            {"fieldCaption": measures.fields[measures.counted].caption, "function": "COUNT"}
-        )
-        if measures.summed:
-            fields.append(
-                {"fieldCaption": measures.fields[measures.summed].caption, "function": "SUM"}
-            )
+        fields.append({"fieldCaption": named[table.counted].caption, "function": "COUNT"})
+        if table.summed:
+            fields.append({"fieldCaption": named[table.summed].caption, "function": "SUM"})
         query: dict[str, Any] = {"fields": fields} | ({"filters": filters} if filters else {})
         reply = self("query-datasource", {"query": query, "options": {"returnFormat": "ARRAYS"}})
         found: Figures = {}
@@ -285,33 +327,35 @@ def _filter(dimension: vds.FieldInfo, values: Sequence[Any]) -> dict[str, Any]:
     return {"field": field, "filterType": "SET", "values": [_plain(v) for v in values]}
 
 
-def _figures(table: str, measures: _Measures, local: Figures, remote: Figures) -> list[CopyFigure]:
+def _figures(table: _LocalTable, local: Figures, remote: Figures) -> list[CopyFigure]:
     """A figure per measure and key of `local`: Tableau's copy lacking a key has none."""
     return [
-        CopyFigure(table, name, here[i], remote.get(key, (None,) * len(here))[i], key)
+        CopyFigure(table.caption, name, here[i], remote.get(key, (None,) * len(here))[i], key)
         for key, here in local.items()
-        for i, name in enumerate(measures.names)
+        for i, name in enumerate(table.names)
     ]
 
 
 def _local(
     connection: Connection,
     table: TableName,
-    measures: _Measures,
+    counted: str,
+    summed: str | None,
     partition_column: str | None = None,
-    partitions: Sequence[Any] = (),
+    partitions: int = 0,
 ) -> Figures:
-    """COUNT (and SUM) of the file's `table`, per partition when `partition_column` is given."""
-    aggregates = [f"COUNT({escape_name(measures.counted)})"]
-    if measures.summed:
-        aggregates.append(f"SUM({escape_name(measures.summed)})")
+    """COUNT of `counted` (and SUM of `summed`) of the file's `table`, per each of its last
+    `partitions` values of `partition_column` when it is given."""
+    aggregates = [f"COUNT({escape_name(counted)})"]
+    if summed:
+        aggregates.append(f"SUM({escape_name(summed)})")
     if partition_column is None:
         [row] = connection.execute_list_query(f"SELECT {', '.join(aggregates)} FROM {table}")
         return {None: tuple(_number(v) for v in row)}
     part = escape_name(partition_column)
     newest = (
         f"SELECT DISTINCT {part} FROM {table} WHERE {part} IS NOT NULL ORDER BY {part} DESC "
-        f"LIMIT {len(partitions)}"
+        f"LIMIT {partitions}"
     )
     rows = connection.execute_list_query(
         f"SELECT {part}, {', '.join(aggregates)} FROM {table} WHERE {part} IN ({newest}) "

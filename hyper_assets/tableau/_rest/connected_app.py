@@ -19,15 +19,14 @@ from typing import Any
 
 AUDIENCE = "tableau"
 MAX_LIFETIME_SECONDS = 600  # Tableau refuses a JWT that expires later than 10 minutes ahead
-#: What a publish calls: list projects and data sources, upload, publish, update data, jobs;
-#: and what the copy check reads through the VizQL Data Service.
+#: What a publish calls: list projects and data sources, upload, publish, update data, jobs.
+#: (The copy check's sign-in adds the VizQL Data Service's scope for its own session.)
 PUBLISH_SCOPES = (
     "tableau:content:read",
     "tableau:file_uploads:create",
     "tableau:datasources:create",
     "tableau:datasources:update",
     "tableau:jobs:read",
-    "tableau:viz_data_service:read",
 )
 
 

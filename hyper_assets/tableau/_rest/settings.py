@@ -7,7 +7,7 @@ script may build them directly.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hyper_assets.tableau._rest import defaults
@@ -70,3 +70,12 @@ class ClientSettings:
     job_poll_initial_seconds: float = defaults.JOB_POLL_INITIAL_SECONDS
     job_poll_max_seconds: float = defaults.JOB_POLL_MAX_SECONDS
     job_timeout_seconds: float = defaults.JOB_TIMEOUT_SECONDS
+
+    def asking_also(self, scopes: Sequence[str]) -> ClientSettings:
+        """These settings, a Connected App's JWT also asking for `scopes` (a personal
+        access token has no scopes: its settings are these)."""
+        sign_in = self.sign_in
+        if not isinstance(sign_in, ConnectedAppCredentials):
+            return self
+        added = tuple(s for s in scopes if s not in sign_in.scopes)
+        return replace(self, sign_in=replace(sign_in, scopes=(*sign_in.scopes, *added)))

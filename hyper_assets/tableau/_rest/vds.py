@@ -4,7 +4,8 @@ The service answers POSTs under `/api/v1/vizql-data-service/` (not under a REST 
 version or a site: the session's token names the site), with JSON in and out, and
 refuses with the schema's `TableauError` (`errorCode`, `message`), read here into a
 `VizqlDataServiceError`. Its OpenAPI schema is Tableau's (tableau/VizQL-Data-Service,
-`VizQLDataServiceOpenAPISchema.json`). A Connected App's JWT needs `SCOPE`.
+`VizQLDataServiceOpenAPISchema.json`). A Connected App's JWT needs `SCOPE`, which the
+copy check's sign-in adds to the publish's scopes.
 """
 
 from __future__ import annotations
