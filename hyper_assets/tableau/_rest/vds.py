@@ -69,9 +69,10 @@ def reply(response: httpx.Response, operation: str) -> Any:
     message = str(body.get("message") or response.reason_phrase)
     error = VizqlDataServiceError(status, code, "VizQL Data Service", message, call=call)
     if error.disabled:
-        error.hint = (
-            "The VizQL Data Service is off on this site (or not on this server): a site "
-            "administrator turns it on in the site's settings."
+        error.hint = (  # the status and path: a proxy's 404 looks the same
+            "The VizQL Data Service is off on this site (or not on this server: HTTP "
+            f"{status} at {response.url.path}): a site administrator turns it on in the "
+            "site's settings."
         )
     raise error
 
