@@ -5,8 +5,10 @@ counts, and show as a data quality warning; a site with the service off skips it
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from hyper_assets import (
 )
 from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import Emulator
+from hyper_assets.tableau._publish.copy_check import _key, _plain
 from hyper_assets.tableau._rest.client import TableauClient
 from hyper_assets.tableau._rest.connected_app import unb64url
 from hyper_assets.tableau._rest.settings import ClientSettings, ConnectedAppCredentials
@@ -207,6 +210,8 @@ def test_with_the_service_off_the_check_is_skipped_not_failed(galaxy: Galaxy) ->
     assert report.passed and report.figures == ()
     assert report.skipped is not None and "not enabled for this site" in report.skipped
     assert report.describe().startswith("Skipped: The VizQL Data Service feature is not enabled")
+    # The status and path are said: a proxy's or an old server's reply looks the same.
+    assert "HTTP 403 at /api/v1/vizql-data-service/get-datasource-model)" in report.skipped
 
 
 @pytest.mark.slow
@@ -291,6 +296,41 @@ def test_the_check_reads_its_tables_and_partition_column_from_the_publish_asset(
     )
     assert "Pass partition_column=" in str(unknown.value)
     assert tableau_copy_check(by_keys, partition_column="day").check_specs  # an override
+
+
+def test_a_file_ahead_of_its_publish_is_skipped_without_asking_tableau(galaxy: Galaxy) -> None:
+    """A day of flights written again after the publish: Flights' copy cannot equal the file
+    until the next publish, so its check is skipped, naming the change, and sends no query;
+    Weather, which holds no flights, is compared; after the publish, Flights is too."""
+    galaxy.write("flights", DAYS[1])
+    ahead = _check(galaxy, "Flights", FLIGHTS_TABLES, partition_column="day")
+    assert ahead.passed and ahead.unpublished == 1 and ahead.queries == 0
+    assert ahead.skipped == (
+        "1 change(s) of Extract.flights written since the last publish are not in Tableau's "
+        "copy yet; the check compares the copy once they are published."
+    )
+    weather = _check(galaxy, "Weather", ["weather", "airports"])
+    assert weather.passed and weather.skipped is None and weather.figures
+    assert galaxy.publish("Flights", FLIGHTS_TABLES)["publish"] != "full"
+    caught_up = _check(galaxy, "Flights", FLIGHTS_TABLES, partition_column="day")
+    assert caught_up.passed and caught_up.skipped is None and caught_up.figures
+
+
+@pytest.mark.parametrize(
+    ("value", "shown", "sent"),
+    [
+        (Decimal("202401"), "202401", 202401),  # a NUMERIC(6,0) month, as yyyymm
+        (Decimal("1.50"), "1.5", 1.5),  # as the service's JSON has it
+        (dt.date(2024, 3, 1), "2024-03-01", "2024-03-01"),
+        (dt.datetime(2024, 3, 1, 6), "2024-03-01T06:00:00", "2024-03-01T06:00:00"),
+        (7, "7", 7),
+        ("JFK", "JFK", "JFK"),
+    ],
+)
+def test_a_partition_value_is_shown_and_sent_as_the_service_has_it(
+    value: Any, shown: str, sent: Any
+) -> None:
+    assert (_key(value), _plain(value)) == (shown, sent)
 
 
 def test_a_figure_matches_within_float_noise_and_names_both_sides() -> None:

@@ -72,7 +72,8 @@ class CopyFigure:
 @dataclass(frozen=True)
 class CopyReport:
     """What `check_copy` found: `passed` unless the model differs or a figure does not
-    match; `skipped` (why) when the site has the VizQL Data Service off."""
+    match; `skipped` (why) when the site has the VizQL Data Service off, or when the file
+    holds `unpublished` changes the copy cannot have yet."""
 
     datasource: str
     model_differences: tuple[str, ...] = ()
@@ -80,6 +81,8 @@ class CopyReport:
     queries: int = 0
     skipped: str | None = None
     tables: tuple[str, ...] = field(default=())
+    #: Changes of the file the last publish did not send: compared, the copy would differ.
+    unpublished: int = 0
 
     @property
     def mismatches(self) -> tuple[CopyFigure, ...]:
@@ -375,7 +378,14 @@ def _last_partitions(
     return [row[0] for row in rows]
 
 
-_NUMERIC_TAGS = {TypeTag.SMALL_INT, TypeTag.INT, TypeTag.BIG_INT, TypeTag.DOUBLE, TypeTag.NUMERIC}
+_NUMERIC_TAGS = {
+    TypeTag.SMALL_INT,
+    TypeTag.INT,
+    TypeTag.BIG_INT,
+    TypeTag.FLOAT,
+    TypeTag.DOUBLE,
+    TypeTag.NUMERIC,
+}
 
 
 def _counted(columns: Sequence[Column], primary_key: Sequence[str]) -> str:
@@ -408,7 +418,10 @@ def _number(value: Any) -> Number | None:
 
 
 def _key(value: Any) -> str:
-    """A partition value as both sides show it: dates in ISO 8601, others as text."""
+    """A partition value as both sides show it: dates in ISO 8601, numbers as JSON has
+    them (a NUMERIC 202401 as 202401, 1.50 as 1.5), others as text."""
+    if isinstance(value, Decimal):
+        value = _number(value)
     if isinstance(value, Timestamp):
         value = value.to_datetime()
     if isinstance(value, Date):
@@ -422,6 +435,8 @@ def _key(value: Any) -> str:
 
 def _plain(value: Any) -> Any:
     """A partition value as JSON: numbers and text as they are, others as text."""
+    if isinstance(value, Decimal):
+        return _number(value)
     return value if isinstance(value, int | float | str | bool) else _key(value)
 
 

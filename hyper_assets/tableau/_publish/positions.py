@@ -88,6 +88,20 @@ def highest(outbox: Outbox) -> int:
     return max(found)
 
 
+def unsent(outbox: Outbox, directory: Path) -> list[Change]:
+    """The recorded changes of the tables the data source of `directory` holds that are not
+    on its server copy yet (nor in its saved plan); none before its first publish."""
+    held = position(directory)
+    if held is None:
+        return []
+    return [
+        change
+        for change in outbox.changes()
+        if change.seq > held.seq
+        and (held.tables is None or table_label(change.table) in held.tables)
+    ]
+
+
 def sent_by_all(outbox: Outbox) -> list[Change]:
     """The changes every data source holding their table has sent (or saved in a plan).
 
