@@ -24,6 +24,7 @@ from hyper_assets._engine.tables import table_label
 from hyper_assets._home.home import HyperDatabase
 from hyper_assets._rows.outbox import Outbox
 from hyper_assets.errors import ConfigurationError, CopyCheckSetupError, VizqlDataServiceError
+from hyper_assets.tableau._dagster.declared import published_datasource
 from hyper_assets.tableau._dagster.resource import TableauServerResource
 from hyper_assets.tableau._publish import positions
 from hyper_assets.tableau._publish.copy_check import (
@@ -115,14 +116,9 @@ def tableau_copy_check(
     It costs `T + 3` VizQL Data Service queries for a data source of `T` tables; where the
     site has the service off it passes, saying it was skipped.
     A file made anew since the publish is an `ExtractRecreatedError`."""
-    metadata = published.metadata_by_key.get(published.key, {})
-    datasource, project = metadata.get("datasource"), metadata.get("project")
+    datasource, project = published_datasource(published, "tableau_copy_check")
+    metadata = published.metadata_by_key[published.key]
     label = published.key.to_user_string()
-    if not isinstance(datasource, str) or not isinstance(project, str):
-        raise ConfigurationError(
-            f"tableau_copy_check: asset {label} has no datasource and project metadata; "
-            "pass the asset tableau_datasource_asset() made."
-        )
     tables = tables if tables is not None else metadata.get("tables")
     if partition_column is None:
         partition_column = _partition_column(metadata, label)

@@ -26,6 +26,19 @@ AssetRef = dg.AssetsDefinition | dg.AssetSpec | dg.AssetKey | dg.AssetDep | str
 HeldTable = str | tuple[dg.AssetKey, Mapping[str, Any]]
 
 
+def published_datasource(published: dg.AssetsDefinition, caller: str) -> tuple[str, str]:
+    """The data source and project that `published`, a `tableau_datasource_asset`, records in
+    its metadata; a `ConfigurationError` naming `caller` for any other asset."""
+    metadata = published.metadata_by_key.get(published.key, {})
+    datasource, project = metadata.get("datasource"), metadata.get("project")
+    if not isinstance(datasource, str) or not isinstance(project, str):
+        raise ConfigurationError(
+            f"{caller}: asset {published.key.to_user_string()} has no datasource and project "
+            "metadata; pass the asset tableau_datasource_asset() made."
+        )
+    return datasource, project
+
+
 def _assets(ref: object) -> dict[dg.AssetKey, Mapping[str, Any]] | None:
     """The assets `ref` stands for, each key with its definition metadata; None for a
     string or a value of another type."""

@@ -22,6 +22,7 @@ import dagster as dg
 
 from hyper_assets._dagster.compat import check_history
 from hyper_assets.errors import ConfigurationError
+from hyper_assets.tableau._dagster.declared import published_datasource
 from hyper_assets.tableau._dagster.resource import TableauServerResource
 from hyper_assets.tableau._rest.quality import QualityWarning, WarningType, set_quality_warning
 
@@ -61,14 +62,8 @@ def quality_warning_sensor(
     on the tables it publishes and all on `published` itself. It calls Tableau only when
     what failed changed since its last tick.
     """
-    metadata = published.metadata_by_key.get(published.key, {})
-    datasource, project = metadata.get("datasource"), metadata.get("project")
+    datasource, project = published_datasource(published, "quality_warning_sensor")
     label = published.key.to_user_string()
-    if not isinstance(datasource, str) or not isinstance(project, str):
-        raise ConfigurationError(
-            f"quality_warning_sensor: asset {label} has no datasource and project metadata; "
-            "pass the asset tableau_datasource_asset() made."
-        )
     upstream = published.asset_deps[published.key]
     watched = {
         spec.key: spec.blocking and spec.asset_key != published.key
