@@ -169,10 +169,12 @@ test-lowest: $(LOWEST)/spark.jsa
 	$(LOWEST)/bin/pytest -n 2 $(PARALLEL) -m "not slow or spark_line" -p no:cacheprovider \
 		--ignore=tests/tableau/test_publish.py
 
-# Two workers: Spark Connect's module (test_remote_spark.py, about two thirds of the suite's
-# time) on one, the rest on the other; with one, this suite was the run's second longest.
+# One worker: with two (Spark Connect's module on one, the cluster's on the other), Spark
+# 4.0.5's Connect server once reported no observed metrics for a write on the cluster
+# (IngestError: "Spark did not report how many rows"; SPARK-54279: the server waited 100 ms
+# for them), which it did alone and on one worker (docs/remote-spark.md).
 test-spark40: $(SPARK40)/spark.jsa
-	$(SPARK40)/bin/pytest -n 2 $(PARALLEL) -m "spark and (not slow or spark_line)" \
+	$(SPARK40)/bin/pytest -n 1 $(PARALLEL) -m "spark and (not slow or spark_line)" \
 		-p no:cacheprovider
 
 # Without pyspark: the Python frames, unit-test contexts, checks and quality sensor, of the

@@ -220,8 +220,9 @@ def _observed_rows(observation: Observation, table: str) -> int:
     if rows is None:
         raise IngestError(
             f"Spark did not report how many rows of {table} it produced, so they cannot be "
-            "checked; nothing was written. Run the step again; if it persists, report the "
-            "Spark version."
+            "checked; nothing was written. Run the step again (a Spark Connect server "
+            "without the fix of SPARK-54279 can drop them under load); if it persists, "
+            "report the Spark version."
         )
     return int(rows)
 
