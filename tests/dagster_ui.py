@@ -177,8 +177,10 @@ def demo_ui(
     ui = DagsterUI(f"http://127.0.0.1:{port}", log)
     group: int | None = None
     try:
+        # 300 s: under make test's load at the start of the suites (load 25 on 2 cores),
+        # dagster dev's webserver took over 80 s to import dagster, and 120 s ran out.
         wait_for(
-            "dagster dev answers", lambda: process.poll() is None and _answers(ui.url), 120, log
+            "dagster dev answers", lambda: process.poll() is None and _answers(ui.url), 300, log
         )
         children = psutil.Process(process.pid).children()
         (group,) = (c.pid for c in children if "dev" in c.cmdline())  # dagster dev leads it

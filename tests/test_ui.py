@@ -76,6 +76,7 @@ def screenshot_on_failure(page: Page, path: Path) -> Iterator[None]:
         raise
 
 
+@pytest.mark.timeout(1200)  # its waits (dagster dev's start among them) on a loaded machine
 def test_ui_shows_what_the_demo_did_and_materialises_a_dimension(
     demo_data: Path, tmp_path: Path, hyper: SharedHyper
 ):
