@@ -1,7 +1,9 @@
 """Scale benchmark: TPC-H (tpchgen-cli) as a star schema through HyperIOManager.
 
-Run: `.venv/bin/python benchmarks/scale.py [--scale 1]`. What it measures and a recorded
-run are in docs/performance.md ("Scale: TPC-H").
+Run: `.venv/bin/python benchmarks/scale.py [--scale 1] [--json sf1.json]`; then
+`benchmarks/scale.py --curve sf1.json sf3.json sf10.json` prints how the costs grow with
+the scale factor, and the ratios of the largest to the smallest. What it measures and
+recorded runs are in docs/performance.md ("Scale: TPC-H", "The cost curve").
 
 Paths, each in a child process of its own (the parent samples the peak RSS of the
 child's JVM and hyperd, and waits for a quiet machine before each):
@@ -12,9 +14,10 @@ child's JVM and hyperd, and waits for a quiet machine before each):
             started by the parent on loopback (tests/cluster.py).
 - changes:  the same load with local[2], then: replacing one month of `lineitem` when
             the table holds that month only vs all months (interleaved, median of
-            `--repeats`); publishing to the REST emulator (in-process, loopback) the whole
-            file, then the one-month change; 12 monthly rewrites of `lineitem`, then
-            `compact()` of the file with and without `rewrite_rows`.
+            `--repeats`); publishing to the REST emulator (in-process, loopback) the
+            data source of `lineitem`'s tree (PUBLISHED), then the one-month change; 12
+            monthly rewrites of `lineitem`, then `compact()` of the file with and without
+            `rewrite_rows`.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ MB = 1024 * 1024
 REPLACED_MONTH = "1995-06-01"
 REWRITTEN_MONTHS = [f"1996-{m:02d}-01" for m in range(1, 13)]
 TOKEN = ("bench", "bench-secret")
+#: What the publish sends: lineitem's tree (one fact per data source; nation in two roles).
+#: partsupp, a second fact, would be a data source of its own.
+PUBLISHED = ["lineitem", "orders", "customer", "part", "supplier", "nation", "region"]
 PATHS = {
     "local": "initial load, Spark local[2]",
     "cluster": "initial load, standalone 1 worker x 1 core",
@@ -163,7 +169,9 @@ def publish(bench: Bench, database: Path, emulator: Any) -> dict[str, Any]:
     from hyper_assets import TableauServerResource, TokenSignIn, tableau_datasource_asset
     from tpch import ASSETS
 
-    published = tableau_datasource_asset(datasource="TPC-H", project="Default", deps=ASSETS)
+    published = tableau_datasource_asset(
+        datasource="TPC-H", project="Default", deps=ASSETS, tables=PUBLISHED
+    )
     tableau = TableauServerResource(
         server_url=emulator.url, sign_in=TokenSignIn(name=TOKEN[0], secret=TOKEN[1])
     )
@@ -367,6 +375,55 @@ def changes_report(f: dict[str, Any]) -> list[str]:
     ]
 
 
+def curve_report(runs: list[dict[str, Any]]) -> str:
+    """Each run's (a `--json` file's) costs by scale factor, and largest / smallest."""
+    runs = sorted(runs, key=lambda r: r["scale"])
+    header = (
+        f"{'SF':>4} {'rows':>11} {'load s':>7} {'s/M rows':>8} {'py peak':>8} {'hyperd':>7} "
+        f"{'JVM':>7} {'month rows':>10} {'replace s':>9} {'payload MB':>10} "
+        f"{'1st publish s':>13} {'file MB':>8}"
+    )
+    lines, row_of = [header], {}
+    for run in runs:
+        local, changes = run["paths"]["local"], run["paths"]["changes"]["figures"]
+        load, everything = local["figures"]["load"], changes["replace_all"]
+        rows = sum(run["rows"].values())
+        row = {
+            "load_per_mrow": load["seconds"] / rows * 1e6,
+            "python_peak": local["figures"]["python_peak_rss"] / MB,
+            "hyperd_peak": local["peaks"].get("hyperd", 0) / MB,
+            "replace": median(everything, "stage_seconds") + median(everything, "load_seconds"),
+            "replace_load": median(everything, "load_seconds"),
+            "month_rows": changes["rows_one"],
+            "payload": changes["publish_month"]["payload_bytes"] / MB,
+            "first_publish": changes["publish_full"]["seconds"],
+        }
+        row_of[run["scale"]] = row
+        lines.append(
+            f"{run['scale']:>4g} {rows:>11,} {load['seconds']:7.1f} {row['load_per_mrow']:8.2f} "
+            f"{row['python_peak']:6.0f}MB {row['hyperd_peak']:5.0f}MB "
+            f"{local['peaks'].get('jvm', 0) / MB:5.0f}MB {row['month_rows']:>10,.0f} "
+            f"{row['replace']:9.2f} {row['payload']:10.1f} {row['first_publish']:13.2f} "
+            f"{load['file_bytes'] / MB:8.0f}"
+        )
+    small, large = runs[0]["scale"], runs[-1]["scale"]
+    a, b = row_of[small], row_of[large]
+    ratio = f"SF{large:g} / SF{small:g}"
+    lines += [
+        "",
+        f"{ratio}: load seconds per million rows {b['load_per_mrow'] / a['load_per_mrow']:.2f} "
+        "(goal <= 1.2)",
+        f"{ratio}: the driver's Python peak {b['python_peak'] / a['python_peak']:.2f} (goal: "
+        f"flat), hyperd's {b['hyperd_peak'] / a['hyperd_peak']:.2f}",
+        f"{ratio}: a month's replace {b['replace'] / a['replace']:.2f} (goal <= 1.5) for "
+        f"{b['month_rows'] / a['month_rows']:.1f} times the month's rows; its Hyper load "
+        f"alone {b['replace_load'] / a['replace_load']:.2f}",
+        f"{ratio}: the one-month publish payload {b['payload'] / a['payload']:.2f}, the first "
+        f"publish {b['first_publish'] / a['first_publish']:.2f}",
+    ]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
@@ -384,12 +441,22 @@ def main() -> None:
         default=300.0,
         help="before each path, wait up to this many seconds for a quiet machine (0: don't)",
     )
+    parser.add_argument(
+        "--curve",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="print the cost curve of earlier runs' --json files (each with local,changes)",
+    )
     parser.add_argument("--child", choices=list(PATHS), help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--master", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         run_child(args.child, args)
+        return
+    if args.curve:
+        print(curve_report([json.loads(path.read_text()) for path in args.curve]))
         return
 
     from tpch import generate
