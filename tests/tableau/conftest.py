@@ -93,19 +93,34 @@ APP = ConnectedApp("app-client-id", "app-secret-id", "app-s3cret-value-0xBEEF")
 RAW_TOKEN = ("raw", "raw-secret")  # a second token, so an httpx session and TSC coexist
 
 
-@pytest.fixture
-def emulator(tmp_path: Path, hyper: SharedHyper) -> Iterator[Emulator]:
-    """A started emulator on a free port, sharing the session's hyperd."""
-    data_dir = tmp_path / "server"
-    data_dir.mkdir()
-    with Emulator(
+def _tests_emulator(data_dir: Path, hyper: SharedHyper) -> Emulator:
+    """The tests' emulator (not started) on `data_dir`: the default site and `SITE`, both
+    tokens and the connected app, 1 MiB payloads, the session's hyperd."""
+    return Emulator(
         data_dir,
         tokens={TOKEN_NAME: TOKEN_SECRET, RAW_TOKEN[0]: RAW_TOKEN[1]},
         hyper=hyper,
         max_payload_bytes=2**20,
         sites=("", SITE),
         connected_apps=[APP],
-    ) as running:
+    )
+
+
+@pytest.fixture
+def emulator(tmp_path: Path, hyper: SharedHyper) -> Iterator[Emulator]:
+    """A started emulator on a free port, sharing the session's hyperd."""
+    data_dir = tmp_path / "server"
+    data_dir.mkdir()
+    with _tests_emulator(data_dir, hyper) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def module_emulator(
+    tmp_path_factory: pytest.TempPathFactory, hyper: SharedHyper
+) -> Iterator[Emulator]:
+    """As `emulator`, one for the test module: its tests share what it holds."""
+    with _tests_emulator(tmp_path_factory.mktemp("server"), hyper) as running:
         yield running
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import threading
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -44,17 +46,41 @@ DAYS = ("2024-03-01", "2024-03-02", "2024-03-03")
 FLIGHTS_TABLES = ["flights", "airports"]
 
 
-@pytest.fixture
-def galaxy(tmp_path: Path, emulator: Emulator, hyper: SharedHyper) -> Galaxy:
-    """Airports, three days of flights and weather, published as Flights and Weather."""
-    galaxy = Galaxy(tmp_path / "galaxy.hyper", emulator, hyper)
+@pytest.fixture(scope="module")
+def built(
+    tmp_path_factory: pytest.TempPathFactory, module_emulator: Emulator, hyper: SharedHyper
+) -> Galaxy:
+    """Airports, three days of flights and weather, published as Flights and Weather: made
+    once for the module (nine materialisations), both sides' files copied as they are."""
+    galaxy = Galaxy(tmp_path_factory.mktemp("galaxy") / "galaxy.hyper", module_emulator, hyper)
     galaxy.write("airports")
     for day in DAYS:
         galaxy.write("flights", day)
         galaxy.write("weather", day)
     assert galaxy.publish("Flights", FLIGHTS_TABLES)["publish"] == "full"
     assert galaxy.publish("Weather", ["weather", "airports"])["publish"] == "full"
+    for side in _sides(galaxy):
+        shutil.copytree(side, side.with_name(f"{side.name}-as-built"))
     return galaxy
+
+
+def _sides(galaxy: Galaxy) -> tuple[Path, Path]:
+    """The galaxy's directory (its file, publish state, staging) and the emulator's."""
+    return galaxy.database.parent, galaxy.emulator.data_dir
+
+
+@pytest.fixture
+def galaxy(built: Galaxy) -> Iterator[Galaxy]:
+    """The module's galaxy as built. After the test, what it changed is put back: both
+    sides' files (the local file and its publish state, the emulator's copies), the site's
+    VDS setting and any paused request. The emulator keeps the data sources' ids, which
+    come from their names, so the publish state still names them."""
+    yield built
+    built.emulator.faults.resume_requests()
+    built.emulator.set_vds_enabled(True, site=SITE)
+    for side in _sides(built):
+        shutil.rmtree(side)
+        shutil.copytree(side.with_name(f"{side.name}-as-built"), side)
 
 
 def _check(
