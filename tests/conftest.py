@@ -133,6 +133,14 @@ NO_SPARK_SUITE_MODULES = {
 BOTH_SUITES_MODULES = {"test_public_api.py", "test_frames.py"}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """With HYPER_ASSETS_CPU_PROFILE=DIR, each test's CPU seconds into DIR (cpu_profile.py)."""
+    from cpu_profile import VARIABLE, CpuProfile
+
+    if directory := os.environ.get(VARIABLE):
+        config.pluginmanager.register(CpuProfile(Path(directory)), "cpu_profile")
+
+
 def pytest_ignore_collect(collection_path: Path) -> bool | None:
     """Without pyspark, the Spark modules are not collected (the rest are, and run)."""
     return True if not HAS_PYSPARK and collection_path.name in SPARK_MODULES else None
