@@ -2,8 +2,9 @@
 
 With HYPER_ASSETS_CPU_PROFILE=DIR set, every pytest process of every suite (each xdist
 worker: tests/conftest.py registers `CpuProfile`) appends a line per test to
-DIR/<environment>-<worker>.jsonl (venv-lowest-gw0.jsonl): the test, its module, its wall seconds, and the CPU
-seconds its process and all their descendants used during its setup, call and teardown.
+DIR/<environment>-<worker>.jsonl (`venv-lowest-gw0.jsonl`): the test, its module, its
+wall seconds, and the CPU seconds its process and all their descendants used during its
+setup, call and teardown.
 A descendant's CPU counts whether it still runs (psutil reads it) or has ended (its
 parent reaped it: `os.times()` and psutil's children_* fields hold it). A server that a
 module or session fixture starts charges its CPU to whichever test runs meanwhile, and
