@@ -105,7 +105,8 @@ class StoreProxy:
     """An HTTP proxy on loopback in front of a store's endpoint (moto's): it relays every
     request and its reply, but for the first request each fault a test armed matches,
     on which it plays that fault. `reached` is set when such a request arrives;
-    `requests` lists the (method, path) of every request, in the order they arrived."""
+    `requests` lists the (method, path) of every request, in the order they arrived;
+    `most_at_once` is how many requests that `slow_down` matches it held at once."""
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = urllib.parse.urlsplit(endpoint)
@@ -114,6 +115,8 @@ class StoreProxy:
         self._armed: list[tuple[Callable[[str, str], bool], str]] = []
         self._partitioned = threading.Event()
         self._guard = threading.Lock()
+        self._slow: tuple[Callable[[str, str], bool], float] | None = None
+        self._in_flight = self.most_at_once = 0
         proxy = self
 
         class Relay(http.server.BaseHTTPRequestHandler):
@@ -160,6 +163,11 @@ class StoreProxy:
         client error, which no client retries)."""
         self._armed.append((matches, "refuse"))
 
+    def slow_down(self, matches: Callable[[str, str], bool], seconds: float) -> None:
+        """Every request `matches(method, path)` is relayed `seconds` late, so that those a
+        client sends at once are in the proxy together (`most_at_once` counts them)."""
+        self._slow = (matches, seconds)
+
     def heal(self) -> None:
         """Lets stalled requests and a partition's requests through."""
         self.healed.set()
@@ -174,6 +182,21 @@ class StoreProxy:
         return armed[1]
 
     def _handle(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        slow = self._slow
+        if slow is None or not slow[0](handler.command, handler.path):
+            self._relay(handler)
+            return
+        with self._guard:
+            self._in_flight += 1
+            self.most_at_once = max(self.most_at_once, self._in_flight)
+        try:
+            time.sleep(slow[1])
+            self._relay(handler)
+        finally:
+            with self._guard:
+                self._in_flight -= 1
+
+    def _relay(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         if self._partitioned.is_set():
             self.healed.wait(120)
         length = int(handler.headers.get("Content-Length") or 0)

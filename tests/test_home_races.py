@@ -3,7 +3,8 @@ played by a proxy in front of it (`StoreProxy`): a collector stalled before its 
 commit whose reply was lost, alone or while the store was out of reach long enough for
 other writers to commit and collect, one whose create was held past the client's timeout,
 and one the store refused: each test reads the rows back from the home. And the warnings
-of a collection after a commit that failed."""
+of a collection after a commit that failed, and the IO manager's `transfer_concurrency`
+counted in the chunks a commit puts at once."""
 
 from __future__ import annotations
 
@@ -326,3 +327,27 @@ def test_a_chunk_put_refused_mid_upload_commits_nothing_and_changes_nothing(
     fresh = working_copy(tmp_path / "fresh")
     direct.download(direct.current(), fresh)
     assert direct.current() == two and contents(fresh) == {"shop.hyper": body}
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_the_io_managers_transfer_concurrency_bounds_the_chunks_a_commit_puts_at_once(
+    bucket, proxy, tmp_path, hyper, concurrency
+):
+    """`home_settings=HomeSettings(transfer_concurrency=N)` on the IO manager reaches the
+    commit: with each chunk's put held 50 ms, N of a file's dozen chunks are in flight at
+    once, never more; the rows are in the home."""
+
+    @asset(name="blobs")
+    def blobs() -> pa.Table:  # about 3 MB that does not compress: a dozen chunks
+        return pa.table({"id": range(12), "blob": [os.urandom(CHUNK_SIZE) for _ in range(12)]})
+
+    proxy.slow_down(is_chunk, 0.05)
+    settings = through(proxy, transfer_concurrency=concurrency, working_dir=str(tmp_path / "w"))
+    io_manager = HyperIOManager(database=store_home(bucket).uri, home_settings=settings)
+    assert materialize([blobs], resources={"io_manager": io_manager}).success
+    assert sum(is_chunk(*request) for request in proxy.requests) >= 12
+    assert proxy.most_at_once == concurrency
+    count = 'SELECT COUNT(*), SUM(OCTET_LENGTH(blob)) FROM "Extract"."blobs"'
+    assert home_rows(hyper, store_home(bucket).uri, tmp_path / "read", count) == [
+        [12, 12 * CHUNK_SIZE]
+    ]
