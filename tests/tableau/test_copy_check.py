@@ -322,6 +322,8 @@ def test_the_check_reads_its_tables_and_partition_column_from_the_publish_asset(
     )
     assert "Pass partition_column=" in str(unknown.value)
     assert tableau_copy_check(by_keys, partition_column="day").check_specs  # an override
+    assert "or False where it has none" in str(unknown.value)
+    assert tableau_copy_check(by_keys, partition_column=False).check_specs  # not partitioned
 
 
 def test_a_file_ahead_of_its_publish_is_skipped_without_asking_tableau(galaxy: Galaxy) -> None:

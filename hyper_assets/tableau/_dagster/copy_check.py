@@ -14,7 +14,7 @@ the publish asset. `check_tableau_copy` is the same comparison for use outside D
 """
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 
@@ -95,7 +95,7 @@ def tableau_copy_check(
     published: dg.AssetsDefinition,
     *,
     tables: Sequence[str] | None = None,
-    partition_column: str | None = None,
+    partition_column: str | Literal[False] | None = None,
     last_partitions: int = DEFAULT_LAST_PARTITIONS,
     sum_column: str | None = None,
     blocking: bool = False,
@@ -109,8 +109,9 @@ def tableau_copy_check(
 
     The tables and the fact's partition column are the publish asset's (its `tables=` and
     the fact's `partition_expr`, which it records in its metadata); `tables` and
-    `partition_column` override them. A publish asset whose deps are keys or names, not
-    definitions or specs, knows no fact: pass `partition_column`, else it is a
+    `partition_column` override them (`partition_column=False`: the fact is not
+    partitioned, compare whole tables only). A publish asset whose deps are keys or names,
+    not definitions or specs, knows no fact: pass `partition_column`, else it is a
     `CopyCheckSetupError`, as is a fact partitioned on several columns.
 
     It costs `T + 3` VizQL Data Service queries for a data source of `T` tables; where the
@@ -120,8 +121,7 @@ def tableau_copy_check(
     metadata = published.metadata_by_key[published.key]
     label = published.key.to_user_string()
     tables = tables if tables is not None else metadata.get("tables")
-    if partition_column is None:
-        partition_column = _partition_column(metadata, label)
+    column = _partition_column(metadata, label) if partition_column is None else partition_column
     source = ExtractSource(io_manager_key, database_key)
 
     @dg.asset_check(
@@ -155,7 +155,7 @@ def tableau_copy_check(
                 datasource,
                 project,
                 tables=tables,
-                partition_column=partition_column,
+                partition_column=column or None,
                 last_partitions=last_partitions,
                 sum_column=sum_column,
             )
@@ -190,8 +190,8 @@ def _partition_column(metadata: Mapping[str, Any], label: str) -> str | None:
             f"tableau_copy_check: publish asset {label!r} records no fact table (its deps "
             "are asset keys or names, or its declared keys make no tree), so the fact's "
             "partition column is unknown. Pass partition_column= (the fact's partition "
-            "column), or give tableau_datasource_asset the tables' asset definitions or "
-            "specs as deps."
+            "column, or False where it has none), or give tableau_datasource_asset the "
+            "tables' asset definitions or specs as deps."
         )
     found = metadata.get("partition_column")
     if isinstance(found, Mapping):
