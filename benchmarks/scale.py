@@ -2,7 +2,8 @@
 
 Run: `.venv/bin/python benchmarks/scale.py [--scale 1] [--json sf1.json]`; then
 `benchmarks/scale.py --curve sf1.json sf3.json sf10.json` prints how the costs grow with
-the scale factor, and the ratios of the largest to the smallest. What it measures and
+the scale factor, and the ratios of the largest to the smallest (files of one scale
+factor are merged, the later one's paths replacing the earlier one's). What it measures and
 recorded runs are in docs/performance.md ("Scale: TPC-H", "The cost curve").
 
 Paths, each in a child process of its own (the parent samples the peak RSS of the
@@ -387,8 +388,14 @@ def changes_report(f: dict[str, Any]) -> list[str]:
 
 
 def curve_report(runs: list[dict[str, Any]]) -> str:
-    """Each run's (a `--json` file's) costs by scale factor, and largest / smallest."""
-    runs = sorted(runs, key=lambda r: r["scale"])
+    """Each run's (a `--json` file's) costs by scale factor, and largest / smallest. Runs
+    of one scale factor are merged, a later one's paths replacing an earlier one's (a
+    `--paths changes` run again with more `--repeats`)."""
+    merged: dict[float, dict[str, Any]] = {}
+    for run in runs:
+        earlier = merged.setdefault(run["scale"], {**run, "paths": {}})
+        earlier["paths"] |= run["paths"]
+    runs = sorted(merged.values(), key=lambda r: r["scale"])
     header = (
         f"{'SF':>4} {'rows':>11} {'load s':>7} {'s/M rows':>8} {'py peak':>8} {'hyperd':>7} "
         f"{'JVM':>7} {'month rows':>10} {'replace s':>9} {'payload MB':>10} "
