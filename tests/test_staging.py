@@ -29,15 +29,23 @@ from hyper_assets._rows.staging import (
     staged_row_count,
 )
 from hyper_assets._rows.transfer import (
+    OBSERVED_ATTEMPTS,
     StagingMode,
     _chunks,
     _probe,
     _probed,
+    _stage_shared,
     _union,
+    observed,
     resolve_mode,
     stage,
 )
-from hyper_assets.errors import ConfigurationError, StagingNotSharedError, StagingStoreError
+from hyper_assets.errors import (
+    ConfigurationError,
+    IngestError,
+    StagingNotSharedError,
+    StagingStoreError,
+)
 
 SECRET = "s3cr3t-value-never-shown"
 
@@ -293,6 +301,34 @@ def test_a_store_this_process_cannot_reach_is_a_named_error(spark, s3, tmp_path)
     # The probe says so too (a classic session has no channel to stream through).
     with pytest.raises(StagingNotSharedError, match="could not upload to"):
         resolve_mode(StagingMode.AUTO, spark, area, "Extract.items")
+
+
+@pytest.mark.parametrize("dropped", range(OBSERVED_ATTEMPTS + 1))
+def test_rows_whose_count_spark_did_not_report_are_produced_again(spark, tmp_path, dropped):
+    """A Spark Connect server without SPARK-54279's fix can answer a write without its
+    observed count (the attempt is then None): the rows are written again, over the last
+    attempt's, up to OBSERVED_ATTEMPTS times in all; then a named error."""
+    area = StagingArea(str(tmp_path / "st"))
+    attempts = []
+    with area.directory("write") as directory:  # one write's directory, as stage()'s
+
+        def attempt():
+            frame = spark.range(len(attempts) * 10, len(attempts) * 10 + 5)
+            staged = _stage_shared(frame, area, directory, "snappy", "Extract.items")
+            assert staged is not None  # a local session always reports its count
+            attempts.append(
+                sorted(i for f in staged.files for i in pq.read_table(f)["id"].to_pylist())
+            )
+            return None if len(attempts) <= dropped else staged
+
+        if dropped == OBSERVED_ATTEMPTS:
+            with pytest.raises(IngestError, match=r"Extract\.items it produced, 3 times"):
+                observed(attempt, "Extract.items")
+        else:
+            assert observed(attempt, "Extract.items").rows == 5
+    assert len(attempts) == min(dropped + 1, OBSERVED_ATTEMPTS)
+    # Each attempt's parts hold its own rows alone: none is left from the one before.
+    assert attempts == [list(range(n * 10, n * 10 + 5)) for n in range(len(attempts))]
 
 
 @pytest.mark.parametrize("setting", ["LEGACY", "EXCEPTION", None])

@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,17 +214,41 @@ def _counted(df: DataFrame) -> tuple[DataFrame, Observation]:
     return counted, observation
 
 
-def _observed_rows(observation: Observation, table: str) -> int:
-    """The rows Spark counted while producing `table`'s frame."""
+def _observed_rows(observation: Observation) -> int | None:
+    """The rows Spark counted while producing a frame; None when it did not say."""
     rows = observation.get.get("rows")
-    if rows is None:
-        raise IngestError(
-            f"Spark did not report how many rows of {table} it produced, so they cannot be "
-            "checked; nothing was written. Run the step again (a Spark Connect server "
-            "without the fix of SPARK-54279 can drop them under load); if it persists, "
-            "report the Spark version."
-        )
-    return int(rows)
+    return None if rows is None else int(rows)
+
+
+#: Times a frame's rows are produced before a step fails for want of Spark's count. A Spark
+#: Connect server without the fix of SPARK-54279 (4.0.5 among them) waits only 100 ms for
+#: a write's observed metrics and, under load, answers without them; nothing is written
+#: from such an attempt, and the next one usually has them.
+OBSERVED_ATTEMPTS = 3
+
+
+def observed(attempt: Callable[[], Staged | None], table: str) -> Staged:
+    """What `attempt` staged, made again while Spark did not report how many rows it
+    produced (`attempt` returns None), up to OBSERVED_ATTEMPTS times in all."""
+    for number in range(1, OBSERVED_ATTEMPTS + 1):
+        staged = attempt()
+        if staged is not None:
+            return staged
+        if number < OBSERVED_ATTEMPTS:
+            log.warning(
+                "Spark did not report how many rows of %s it produced (a Spark Connect server "
+                "without the fix of SPARK-54279 can drop them under load); producing them "
+                "again (attempt %d of %d).",
+                table,
+                number + 1,
+                OBSERVED_ATTEMPTS,
+            )
+    raise IngestError(
+        f"Spark did not report how many rows of {table} it produced, {OBSERVED_ATTEMPTS} times "
+        "running, so they cannot be checked; nothing was written. A Spark Connect server "
+        "without the fix of SPARK-54279 drops them under load: run the step again, or use a "
+        "Spark with that fix; if it persists, report the Spark version."
+    )
 
 
 def stage(
@@ -237,8 +261,8 @@ def stage(
 ) -> Staged:
     """Brings `df`'s rows into local files under `directory`, the way `mode` says."""
     if mode is StagingMode.SHARED:
-        return _stage_shared(df, area, directory, compression, table)
-    return _stream(df, directory, compression, table)
+        return observed(lambda: _stage_shared(df, area, directory, compression, table), table)
+    return observed(lambda: _stream(df, directory, compression, table), table)
 
 
 #: How Spark writes dates and timestamps before 1582 to Parquet. Spark 3.x refuses them by
@@ -306,8 +330,9 @@ def _restore(session: SparkSession, before: str | None) -> None:
 
 def _stage_shared(
     df: DataFrame, area: StagingArea, directory: Path, compression: str, table: str
-) -> Staged:
-    """Has Spark write `df` as Parquet parts; fails unless this process sees every row."""
+) -> Staged | None:
+    """Has Spark write `df` as Parquet parts; fails unless this process sees every row.
+    None when Spark did not report how many rows it wrote (a later attempt overwrites)."""
     target = directory / "parts"
     counted, observation = _counted(df)
     writer = counted.write.mode("overwrite").option("compression", compression)
@@ -315,7 +340,9 @@ def _stage_shared(
     # the files are read once, locally (docs/performance.md).
     with _proleptic_dates(df.sparkSession):
         writer.option("parquet.enable.dictionary", "false").parquet(area.spark_uri(target))
-    written = _observed_rows(observation, table)
+    written = _observed_rows(observation)
+    if written is None:
+        return None
     area.pull(target)
     files = part_files(target) if target.is_dir() else []
     seen = staged_row_count(files)
@@ -335,9 +362,10 @@ def _stage_shared(
     return Staged(tuple(files), seen)
 
 
-def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> Staged:
+def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> Staged | None:
     """Receives `df` (Spark Connect) as Arrow batches into local files (`_Sink`), counting
-    the rows as they arrive: the files are not read back to count them.
+    the rows as they arrive: the files are not read back to count them. None when Spark
+    did not report how many rows it produced (a later attempt writes the files anew).
 
     `to_table_as_iterator` is the Connect client's own batch iterator behind
     `toLocalIterator`; pyspark has no public API that yields Arrow batches.
@@ -354,7 +382,9 @@ def _stream(df: DataFrame, directory: Path, compression: str, table: str) -> Sta
             if not isinstance(item, T.StructType) and item.num_rows:
                 sink.add(item)
                 received += item.num_rows
-    written = _observed_rows(observation, table)
+    written = _observed_rows(observation)
+    if written is None:
+        return None
     if received != written:
         raise IngestError(
             f"Spark produced {written} rows of {table} but {received} arrived through the "
