@@ -79,17 +79,20 @@ azurite:
 	fi
 
 # The suites run side by side: alone, each left a core idle about 40% of the time (Spark's
-# and Dagster's start-ups, servers awaited). The whole suite prints as it goes; the others
+# and Dagster's start-ups, servers awaited). The main suite prints as it goes; the others
 # into their logs, each shown whole when it ends:
-# - the main suite: the newest of everything on Python 3.13, every test but those it leaves
-#   to the no-pyspark suite (marker `no_spark_only`: the same Python and versions, so run
-#   once), and Spark Connect's thin client (.venv-client, tests/test_thin_client.py);
+# - the newest of everything on Python 3.13 is two environments that differ only by
+#   pyspark and dagster-pyspark, and each test runs in one of them (but the few that read
+#   what is installed: BOTH_SUITES_MODULES in tests/conftest.py):
+#   - the main suite (.venv): the Spark-path tests (marker `spark`, slow ones included),
+#     and Spark Connect's thin client (.venv-client, tests/test_thin_client.py);
+#   - no pyspark at all (.venv-nospark): every other test (marker `no_spark_suite`, slow
+#     ones included: the Python frames, the publish and its fault scenarios, the emulator,
+#     the checks, the home's stores, pantab's port), which shows too that it needs no Spark;
 # - the lowest versions (Python 3.11, Spark 3.5.0, Dagster 1.13.0...): the fast tests,
 #   and the standalone cluster's and Spark Connect's (marker `spark_line`; 3.5's wheel has
 #   no Connect server, so those skip, saying so);
-# - Spark 4.0: the fast Spark-path tests, and the `spark_line` ones;
-# - no pyspark at all: the fast tests that need none (the Python frames, the publish,
-#   the emulator, the checks) and pantab's port.
+# - Spark 4.0: the fast Spark-path tests, and the `spark_line` ones.
 test: envs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -177,13 +180,12 @@ test-spark40: $(SPARK40)/spark.jsa
 	$(SPARK40)/bin/pytest -n 1 $(PARALLEL) -m "spark and (not slow or spark_line)" \
 		-p no:cacheprovider
 
-# Without pyspark: the Python frames, unit-test contexts, checks and quality sensor, of the
-# publish and emulator the modules that publish to a running emulator (a galaxy, its model,
-# its refusals) and the emulator's HTTP side, and pantab's port (tests/conftest.py's
-# NO_SPARK_SUITE_MODULES, marker `no_spark_suite`); tests/test_without_spark.py shows no
-# public name needs pyspark. pantab's port is one worker's, the rest the other's.
+# Without pyspark: every test that needs no Spark (marker `no_spark_suite`, which
+# tests/conftest.py sets), slow ones included; tests/test_without_spark.py shows no public
+# name needs pyspark. Three workers: pantab's port and the publish's fault scenarios, the
+# longest two modules, start on two of them.
 test-nospark: $(NOSPARK)/.installed
-	$(NOSPARK)/bin/pytest -n 2 $(PARALLEL) -m no_spark_suite -p no:cacheprovider
+	$(NOSPARK)/bin/pytest -n 3 $(PARALLEL) -m no_spark_suite -p no:cacheprovider
 
 test-fast: $(VENV)/spark.jsa
 	$(BIN)/pytest -n 2 $(PARALLEL) -m "not slow"

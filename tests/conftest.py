@@ -111,25 +111,13 @@ SPARK_MODULES = {
 #: and run on every Spark line all the same (marker `spark_line`, make test's suites).
 SPARK_LINE_MODULES = {"test_cluster.py", "test_remote_spark.py"}
 
-#: Modules whose tests that are not Spark's make test's no-pyspark suite runs (marker
-#: `no_spark_suite`), the fast ones and all of pantab's port (slow, and it needs no Spark).
-#: That environment has the main suite's Python and versions but for pyspark, so the main
-#: suite leaves these tests to it (marker `no_spark_only`) rather than running them twice,
-#: but for those of `BOTH_SUITES_MODULES`, whose tests read what is installed (`dir()`
-#: without dagster-pyspark, the frames a pyspark makes).
-NO_SPARK_SUITE_MODULES = {
-    "test_without_spark.py",
-    "test_unit_contexts.py",
-    "test_checks.py",
-    "test_quality_warnings.py",
-    "test_galaxy.py",
-    "test_model.py",
-    "test_publish_refusals.py",
-    "test_emulator_http.py",
-    "test_emulator_vds.py",
-    "test_copy_check.py",
-    "test_roundtrip.py",
-}
+#: The newest of everything is two environments of one Python and one set of versions: the
+#: main one (`.venv`) and the no-pyspark one (`.venv-nospark`), which lacks pyspark and
+#: dagster-pyspark alone. Each test runs once in them: a Spark-path test in the main one,
+#: every other test (marker `no_spark_suite`, slow ones included) in the no-pyspark one,
+#: where it shows too that it needs no Spark; the main suite leaves those to it (marker
+#: `no_spark_only`). The tests of `BOTH_SUITES_MODULES` run in both: they read what is
+#: installed (`dir()` without dagster-pyspark, the frames a pyspark makes).
 BOTH_SUITES_MODULES = {"test_public_api.py", "test_frames.py"}
 
 
@@ -148,7 +136,7 @@ def pytest_ignore_collect(collection_path: Path) -> bool | None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks the Spark-path tests `spark` and what the no-pyspark suite runs (see
-    NO_SPARK_SUITE_MODULES), and runs the longest modules first (see LONGEST_FIRST)."""
+    BOTH_SUITES_MODULES), and runs the longest modules first (see LONGEST_FIRST)."""
     for item in items:
         params = item.callspec.id.split("-") if hasattr(item, "callspec") else []
         fixtures = getattr(item, "fixturenames", ())
@@ -156,12 +144,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if item.path.name in SPARK_LINE_MODULES:
             item.add_marker(pytest.mark.spark_line)
-        if item.get_closest_marker("spark") is None and (
-            item.path.name == "test_roundtrip.py" or item.get_closest_marker("slow") is None
-        ):
-            if item.path.name in NO_SPARK_SUITE_MODULES | BOTH_SUITES_MODULES:
-                item.add_marker(pytest.mark.no_spark_suite)
-            if item.path.name in NO_SPARK_SUITE_MODULES:
+        if item.get_closest_marker("spark") is None:
+            item.add_marker(pytest.mark.no_spark_suite)
+            if item.path.name not in BOTH_SUITES_MODULES:
                 item.add_marker(pytest.mark.no_spark_only)
 
     def rank(item: pytest.Item) -> int:
