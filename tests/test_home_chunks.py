@@ -229,13 +229,15 @@ def test_shared_chunks_of_format_2_are_kept_while_named_and_deleted_after(bucket
 
 def test_a_writer_deletes_generations_beyond_the_ones_it_keeps(bucket, tmp_path, hyper):
     uri = f"s3://{bucket}/{KEY}"
+    # A lease of 5 s: one of 1 s expired mid-write on a machine at a load of 70.
     settings = HomeSettings(
-        working_dir=str(tmp_path / "w"), keep_generations=2, keep_seconds=0, lease_seconds=1
+        working_dir=str(tmp_path / "w"), keep_generations=2, keep_seconds=0, lease_seconds=5
     )
     writer = HyperIOManager(database=uri, home_settings=settings)
     for day in ("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"):
+        if day == "2024-01-04":  # generations 1 and 2, and their chunks, are now older
+            time.sleep(5.1)  # than keep_seconds + lease_seconds on the store's clock
         assert materialize([sales], partition_key=day, resources={"io_manager": writer}).success
-        time.sleep(1.1)  # older than keep_seconds + lease_seconds on the store's clock
     generations = Generations(store_home(bucket).connect(), uri, "shop.hyper")
     named = generations.read(3).keys | generations.read(4).keys
     chunks = {k for k in stored(bucket) if k.startswith("chunks/")}
