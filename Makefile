@@ -89,7 +89,7 @@ azurite:
 #   - no pyspark at all (.venv-nospark): every other test (marker `no_spark_suite`, slow
 #     ones included: the Python frames, the publish and its fault scenarios, the emulator,
 #     the checks, the home's stores, pantab's port), which shows too that it needs no Spark;
-# - the lowest versions (Python 3.11, Spark 3.5.0, Dagster 1.13.0...): the fast tests,
+# - the lowest versions (Python 3.11, Spark 3.5.0, Dagster 1.12.20...): the fast tests,
 #   and the standalone cluster's and Spark Connect's (marker `spark_line`; 3.5's wheel has
 #   no Connect server, so those skip, saying so);
 # - Spark 4.0: the fast Spark-path tests, and the `spark_line` ones.

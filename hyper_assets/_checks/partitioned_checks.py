@@ -1,9 +1,10 @@
 """The library's checks on a partitioned table, as partitioned asset checks: one result per
 partition the run wrote, each counting the rows of that partition's window.
 
-Dagster 1.13 runs a check with `partitions_def` once per partition (a preview feature:
-`build_hyper_checks(partitioned=False)` selects the unpartitioned checks instead). An
-asset's checks share one step (op `<asset>_hyper_checks`), as the unpartitioned ones do.
+Dagster (1.12.20 and later) runs a check with `partitions_def` once per partition (a
+preview feature: `build_hyper_checks(partitioned=False)` selects the unpartitioned checks
+instead). An asset's checks share one step (op `<asset>_hyper_checks`), as the
+unpartitioned ones do.
 A run that writes a range of partitions (a single-run backfill) runs the step once: each
 check reports one evaluation per partition, and a failed blocking one fails the step, so
 what is downstream waits, as with an unpartitioned blocking check.
@@ -150,7 +151,7 @@ def _definition(
 def _spec(
     asset: dg.AssetsDefinition, name: str, description: str, *, blocking: bool = False
 ) -> dg.AssetCheckSpec:
-    with warnings.catch_warnings():  # the library tests the preview at 1.13.0 and the newest
+    with warnings.catch_warnings():  # the library tests the preview at 1.12.20 and the newest
         warnings.simplefilter("ignore", dg.PreviewWarning)
         return dg.AssetCheckSpec(
             name,

@@ -223,7 +223,7 @@ class ChecksSpec(dg.Resolvable):
         bool,
         dg.Resolver.default(
             description="Check a partitioned table per partition (Dagster's partitioned "
-            "asset checks, a preview in 1.13); false: one result for the whole table."
+            "asset checks, a preview feature); false: one result for the whole table."
         ),
     ] = True
     publish_max_lag_minutes: Annotated[
