@@ -24,7 +24,7 @@ UV := 'uv>=0.9,<1'
 # compiled dagster and pyspark again (the main suite took 20 minutes; with this, 12).
 INSTALL := uv pip install --quiet --compile-bytecode
 # pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
-# The whole suite has three: with two, a core idled a third of the time once the
+# The main suite has three: with two, a core idled a third of the time once the
 # lowest-versions suite (two) had ended, while a worker awaited Dagster's daemon or a server.
 PARALLEL := --dist loadfile --no-loadscope-reorder --durations=25
 
@@ -167,7 +167,7 @@ $(CLIENT)/.installed: pyproject.toml
 # The fast tests on the lowest versions, but the publish's fault scenarios
 # (tests/tableau/test_publish.py: our own logic, over the calls that test_client, the
 # emulator's tests, test_galaxy, test_star_keys and test_saved_formats make at these
-# versions too); the whole suite runs them.
+# versions too); the no-pyspark suite runs them at the newest versions.
 test-lowest: $(LOWEST)/spark.jsa
 	$(LOWEST)/bin/pytest -n 2 $(PARALLEL) -m "not slow or spark_line" -p no:cacheprovider \
 		--ignore=tests/tableau/test_publish.py
