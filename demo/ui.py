@@ -23,9 +23,17 @@ from hyper_assets.emulator import Emulator
 #: The repository: `dagster dev` serves its workspace.yaml from there.
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The instance's settings: no telemetry, and runs log from INFO up (Dagster's default,
-#: DEBUG, prints every event of every step; set DEBUG here to see them again).
-SETTINGS = "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
+#: The instance's settings: no telemetry, no "Join the Dagster community" dialog over the
+#: UI's first page, and runs log from INFO up (Dagster's default, DEBUG, prints every event
+#: of every step; set DEBUG here to see them again).
+SETTINGS = (
+    "telemetry:\n  enabled: false\nnux:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
+)
+#: What earlier versions of the demo wrote there, replaced by SETTINGS.
+EARLIER_SETTINGS = (
+    "telemetry:\n  enabled: false\n",
+    "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
+)
 
 
 def dagster_home(data: Path) -> Path:
@@ -33,7 +41,7 @@ def dagster_home(data: Path) -> Path:
     home = (data / "dagster_home").absolute()
     home.mkdir(parents=True, exist_ok=True)
     settings = home / "dagster.yaml"
-    if not settings.exists() or settings.read_text() == "telemetry:\n  enabled: false\n":
+    if not settings.exists() or settings.read_text() in EARLIER_SETTINGS:
         settings.write_text(SETTINGS)  # new, or as an earlier version of the demo left it
     return home
 

@@ -182,6 +182,9 @@ def demo_ui(
         wait_for(
             "dagster dev answers", lambda: process.poll() is None and _answers(ui.url), 300, log
         )
+        # The webserver answers before it has loaded the demo's code (a process of its own):
+        # until then its pages list no assets.
+        wait_for("the demo's code location loads", lambda: _loaded(ui), 300, log)
         children = psutil.Process(process.pid).children()
         (group,) = (c.pid for c in children if "dev" in c.cmdline())  # dagster dev leads it
         yield ui
@@ -189,6 +192,20 @@ def demo_ui(
         left = stop_ui(process, stop, group)
     assert not left, f"demo.ui exited after {stop.name}, leaving of dagster dev's group: {left}"
     assert_schema_kept(saved, "python -m demo.ui")
+
+
+def _loaded(ui: DagsterUI) -> bool:
+    """Whether every code location of the workspace has loaded; fails on a load error."""
+    data = ui.graphql(
+        "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
+        "locationOrLoadError { __typename ... on PythonError { message } } } } } }"
+    )
+    entries = data["workspaceOrError"]["locationEntries"]
+    for entry in entries:
+        error = entry["locationOrLoadError"] or {}
+        if error.get("__typename") == "PythonError":
+            pytest.fail(f"code location {entry['name']!r} failed to load: {error['message']}")
+    return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
 
 
 def _answers(url: str) -> bool:
