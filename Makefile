@@ -19,10 +19,13 @@ NOSPARK := .venv-nospark
 CLIENT := .venv-client
 # uv installs the environments (pip took about 2.5 minutes each; uv under one).
 UV := 'uv>=0.9,<1'
-# Compiled at install: where PYTHONDONTWRITEBYTECODE is set (as in our CI), nothing else
-# compiles them, and each Python process (test workers, `dg`, Dagster's runs, the writers)
-# compiled dagster and pyspark again (the main suite took 20 minutes; with this, 12).
-INSTALL := uv pip install --quiet --compile-bytecode
+# Bytecode is written where a module is first imported, even where PYTHONDONTWRITEBYTECODE
+# is set (as in our CI): else each Python process (test workers, `dg`, Dagster's runs, the
+# writers) compiled dagster and pyspark again (the main suite took 20 minutes; 12 without).
+# Not at install (`--compile-bytecode`: 36 of .venv's 68 CPU s, for some 14,000 files of
+# which the suites import about 3,000): tests/warm_bytecode.py compiles what they all import.
+unexport PYTHONDONTWRITEBYTECODE
+INSTALL := uv pip install --quiet
 # pytest-xdist workers; each test module runs on one, longest first (tests/conftest.py).
 # The main suite has three: with two, a core idled a third of the time once the
 # lowest-versions suite (two) had ended, while a worker awaited Dagster's daemon or a server.
@@ -39,6 +42,7 @@ define venv
 	$(2) -m venv $(1)
 	$(1)/bin/pip install --quiet $(UV)
 	$(1)/bin/$(INSTALL) --python $(1)/bin/python $(4)
+	$(1)/bin/python tests/warm_bytecode.py
 	touch $(1)/.installed
 endef
 
@@ -97,10 +101,6 @@ test: envs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	@# Our own modules' bytecode, once: where PYTHONDONTWRITEBYTECODE is set (our CI), each
-	@# of the ~500 Python processes the suites start compiled them anew (0.25 of 1.25 CPU s
-	@# to import all of hyper_assets). Python checks each file's source before using it.
-	$(BIN)/python -m compileall -q hyper_assets demo tests
 	@$(MAKE) --no-print-directory -j6 typecheck docs test-all test-lowest-logged \
 		test-spark40-logged test-nospark-logged
 
