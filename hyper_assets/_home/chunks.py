@@ -6,9 +6,12 @@ cut into fixed-size chunks. A commit names again the chunks of its base generati
 bytes it still holds, and uploads each other chunk once as `chunks/<sha256>.<token>`, a
 key of the new generation's own (`token` is its manifest's): never a chunk the store
 holds for another reason, which a collector that listed the home before may be deleting
-(`hyper_assets._home.collect`). An object never changes. A download copies from the working
-copy every chunk whose bytes it still holds at the same place, fetches the others, and
-checks every chunk's hash.
+(`hyper_assets._home.collect`). An object never changes. A download into a copy of
+unknown content copies from it every chunk whose bytes it still holds at the same place
+(hashing each), fetches the others, and writes the file anew; a copy known to hold an
+earlier generation is patched: only the chunks that generation lacks at their place
+(`lacking`) are fetched, and written at their offsets (`patch`). Every fetched chunk's
+hash is checked.
 
 Each chunk is one request, and a store answers each after tens of milliseconds: one at a
 time, a 10 GB file's 40,000 chunks would wait 20 minutes. Both directions therefore work
@@ -24,8 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -36,6 +40,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError
 from obstore.store import ObjectStore
 
+from hyper_assets._base.files import file_mode
 from hyper_assets.errors import CorruptFileError
 
 CHUNKS = "chunks/"
@@ -127,13 +132,7 @@ def download(
                 if len(block) == part.size and hashlib.sha256(block).hexdigest() == part.sha256:
                     transfer = Transfer(kept=part.size)
                 else:
-                    block = bytes(obstore.get(store, part.key).bytes())
-                    if hashlib.sha256(block).hexdigest() != part.sha256:
-                        raise CorruptFileError(
-                            f"{where}/{part.key} does not hold the bytes its manifest names "
-                            "(their SHA-256 differs); nothing was changed. Restore the "
-                            "object from the store's versions."
-                        )
+                    block = _get(store, part, where)
                     transfer = Transfer(moved=part.size)
                 os.pwrite(out.fileno(), block, part.offset)
                 return transfer
@@ -145,6 +144,66 @@ def download(
         raise
     os.replace(partial, target)
     return transfer
+
+
+def lacking(held: tuple[Part, ...], parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    """The parts of `parts` that a file made of `held` lacks: all but those `held` has
+    at the same offset, of the same size and SHA-256 (whatever their keys: a chunk's
+    bytes are what its hash says)."""
+    there = {(p.offset, p.size, p.sha256) for p in held}
+    return tuple(p for p in parts if (p.offset, p.size, p.sha256) not in there)
+
+
+def fetch(
+    store: ObjectStore, parts: tuple[Part, ...], where: str, concurrency: int = CONCURRENCY
+) -> list[bytes]:
+    """The bytes of each of `parts`, in their order, each checked against its SHA-256
+    (`CorruptFileError` otherwise); up to `concurrency` fetched at once."""
+    return _each(concurrency, lambda part: _get(store, part, where), parts)
+
+
+def patch(target: Path, size: int, blocks: Mapping[int, bytes], *, in_place: bool) -> None:
+    """Makes `target` (none: an empty file) `size` bytes long, with each of `blocks`
+    written at its offset and every other byte kept, and durable. `in_place`: written
+    into `target` itself (for a caller that holds the file's lock and has made the copy
+    no generation: a crash leaves a file that is downloaded again); else into a copy of
+    it that then replaces it at once."""
+    if in_place:
+        _write_blocks(target, size, blocks)
+        return
+    partial = target.with_name(f".{target.name}.download")
+    try:
+        if target.exists():
+            shutil.copyfile(target, partial)
+        _write_blocks(partial, size, blocks)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, target)
+
+
+def _write_blocks(path: Path, size: int, blocks: Mapping[int, bytes]) -> None:
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
+    try:
+        os.ftruncate(descriptor, size)
+        for offset, block in blocks.items():
+            os.pwrite(descriptor, block, offset)
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _get(store: ObjectStore, part: Part, where: str) -> bytes:
+    """The bytes of `part`, fetched; `CorruptFileError` when they are not those the
+    manifest names."""
+    block = bytes(obstore.get(store, part.key).bytes())
+    if len(block) != part.size or hashlib.sha256(block).hexdigest() != part.sha256:
+        raise CorruptFileError(
+            f"{where}/{part.key} does not hold the bytes its manifest names "
+            "(their SHA-256 differs); nothing was changed. Restore the "
+            "object from the store's versions."
+        )
+    return block
 
 
 def _each(concurrency: int, work: Callable[[T], R], items: Iterable[T]) -> list[R]:

@@ -19,9 +19,11 @@ Under the home's prefix (`s3://bucket/path/shop.hyper/`):
 
 A commit uploads only the chunks its base generation lacks; `hyper_assets._home.collect`
 deletes what no recent generation names. A run keeps a working copy of one generation on
-its disk, with a marker naming it, and downloads only when the home's current generation
-is another, and then only the chunks its copy lacks. The marker is removed before the
-copy is written to, so a copy that a failed or killed write changed is checked again.
+its disk, with a marker naming it (and that generation's manifest beside it), and
+downloads only when the home's current generation is another, and then only the chunks
+its copy lacks: read off the two manifests when the marker names the copy's generation,
+else by hashing the copy. The marker is removed before the copy is written to, so a
+copy that a failed or killed write or download changed is checked again.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +64,8 @@ READS = (1, 2, 3)
 MANIFESTS = "manifest/"
 _DIGITS = 20  # manifest numbers are zero-padded: the store lists them in order
 MARKER = ".generation.json"
+#: Beside the marker: the manifest of the generation it names (`WorkingCopy.held`).
+HELD = ".generation.manifest.json"
 #: obstore's errors for a request the store answered with a refusal (a 4xx status): it
 #: was not carried out, and no copy of it is on its way.
 REFUSALS = (PermissionDeniedError, UnauthenticatedError, AlreadyExistsError, FileNotFoundError)
@@ -336,9 +340,15 @@ class Generations:
     def download(self, manifest: Manifest | None, working: WorkingCopy) -> Transfer | None:
         """Makes the working copy equal to `manifest` (empty for None), fetching only the
         chunks it lacks; the bytes moved, or None when the copy already is that
-        generation."""
+        generation. A copy that holds a known generation unchanged is patched
+        (`_patch`); any other is checked chunk by chunk and its files written anew."""
         if working.generation() == _identity(manifest):
             return None
+        held = working.held()
+        if held is not None and manifest is not None:
+            patched = self._patch(held, manifest, working)
+            if patched is not None:
+                return patched
         files = manifest.files if manifest else ()
         working.clear(keep={f.path for f in files})
         transfer = Transfer()
@@ -351,6 +361,60 @@ class Generations:
                 )
         working.mark(manifest)
         return transfer
+
+    def _patch(self, held: Manifest, manifest: Manifest, working: WorkingCopy) -> Transfer | None:
+        """Brings a copy that holds generation `held` unchanged to `manifest` without
+        reading it: `held`'s chunks tell which of `manifest`'s it has where they belong
+        (`patch_plan`). Every chunk it lacks is fetched and checked first, so that a
+        failure leaves the copy as it was, still marked; only then is the copy made no
+        generation, the chunks written at their offsets (the database in place, the
+        small files beside it each replaced at once), and marked. None, with nothing
+        changed, when more than `PATCH_BYTES` are lacking (the copy is then checked and
+        written anew, holding no more than a few chunks at a time)."""
+        plan = patch_plan(held, manifest, _sizes(working, held))
+        if plan is None:
+            return None
+        lacking = tuple(p for _, parts in plan for p in parts)
+        with store_errors(self.where):
+            blocks = iter(chunks.fetch(self.store, lacking, self.where, self.concurrency))
+        working.clear(keep={f.path for f in manifest.files})
+        moved = 0
+        for stored, parts in plan:
+            target = working.directory / stored.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written = {p.offset: next(blocks) for p in parts}
+            chunks.patch(target, stored.size, written, in_place=stored.path == working.name)
+            moved += sum(p.size for p in parts)
+        working.mark(manifest)
+        total = sum(f.size for f in manifest.files)
+        return Transfer(moved=moved, kept=total - moved)
+
+
+#: Bytes a patch fetches into memory at most; a copy lacking more is written anew.
+PATCH_BYTES = 64 << 20
+
+
+def patch_plan(
+    held: Manifest, manifest: Manifest, sizes: Mapping[str, int]
+) -> list[tuple[StoredFile, tuple[Part, ...]]] | None:
+    """What a copy holding generation `held` unchanged, whose files have `sizes` on
+    disk, fetches to become `manifest`: each of `manifest`'s files with the chunks it
+    lacks (all of them for a file `held` lacks, or whose size on disk is not `held`'s).
+    None when that is more than `PATCH_BYTES`."""
+    old = {f.path: f.parts for f in held.files if sizes.get(f.path) == f.size}
+    plan = [(f, chunks.lacking(old.get(f.path, ()), f.parts)) for f in manifest.files]
+    if sum(p.size for _, parts in plan for p in parts) > PATCH_BYTES:
+        return None
+    return plan
+
+
+def _sizes(working: WorkingCopy, held: Manifest) -> dict[str, int]:
+    """The sizes on disk of the files of `held` the copy has."""
+    sizes = {}
+    for stored in held.files:
+        with suppress(OSError):
+            sizes[stored.path] = (working.directory / stored.path).stat().st_size
+    return sizes
 
 
 @dataclass(frozen=True)
@@ -384,6 +448,7 @@ class WorkingCopy:
         self.directory, self.name = directory, name
         self.database = directory / name
         self._marker = directory / MARKER
+        self._held = directory / HELD
 
     def files(self) -> Iterator[tuple[str, Path]]:
         """The generation's files: the database and everything named after it, but its
@@ -404,7 +469,25 @@ class WorkingCopy:
         except (OSError, CorruptFileError):
             return None
 
+    def held(self) -> Manifest | None:
+        """The manifest of the generation the copy holds, unchanged since; None when
+        unknown, changed, or the home was empty."""
+        marker = self.generation()
+        if marker is None or marker.number == 0:
+            return None
+        try:
+            manifest = MANIFEST.read(self._held)
+        except (OSError, CorruptFileError):
+            return None
+        return manifest if _identity(manifest) == marker else None
+
     def mark(self, manifest: Manifest | None) -> None:
+        """Marks the copy as holding `manifest`'s generation, unchanged: its manifest
+        first (`held`), then the marker."""
+        if manifest is None:
+            self._held.unlink(missing_ok=True)
+        else:
+            MANIFEST.write(self._held, manifest)
         MARKER_FORMAT.write(self._marker, _identity(manifest))
 
     def changing(self) -> None:
