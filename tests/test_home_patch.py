@@ -2,7 +2,10 @@
 loopback: which chunks it fetches (a table of the pure decision), the file byte for byte
 the one a fresh copy downloads, a corrupt chunk that leaves the copy as it was and still
 marked, a copy killed (kill -9) in the middle of its patch that the next download makes
-right, and the file's lock that a publish's download takes before it patches."""
+right, and the file's lock that a publish's download takes before it patches. And the
+fast digests saved beside the copy: which chunks a commit hashes with SHA-256 (those
+whose digest is not the base's), and digests of another generation or unreadable
+ignored."""
 
 from __future__ import annotations
 
@@ -17,9 +20,12 @@ import pytest
 from helpers import contents, store_home, working_copy
 
 from hyper_assets._engine.resource import HyperResource
-from hyper_assets._home.chunks import CHUNK_SIZE, Part, Transfer, lacking
+from hyper_assets._home.chunks import CHUNK_SIZE, Part, Transfer, fast_digest, lacking, reused
 from hyper_assets._home.generations import (
+    DIGESTS,
+    DIGESTS_FILE,
     PATCH_BYTES,
+    Digests,
     Generations,
     Manifest,
     StoredFile,
@@ -243,3 +249,90 @@ def test_a_publishs_download_takes_the_files_lock(bucket, home, tmp_path):
     assert not copy.exists()
     with database.publishing() as (path, _):
         assert path.read_bytes() == chunked(1)
+
+
+# The fast digests beside the copy: a commit compares each chunk with the base's by them.
+
+
+@pytest.mark.parametrize(
+    ("known", "size", "fast", "named"),
+    [
+        ((part(0, "a"), "f1"), 10, "f1", True),  # the base's bytes: named again
+        ((part(0, "a"), "f1"), 10, "f2", False),  # changed: hashed
+        ((part(0, "a"), "f1"), 7, "f1", False),  # another size (a shorter last chunk)
+        (None, 10, "f1", False),  # no digest of the base's there (a new chunk, none saved)
+    ],
+)
+def test_a_chunk_is_the_base_generations_when_its_fast_digest_is(known, size, fast, named):
+    assert reused(known, size, fast) == (known[0] if named else None)
+
+
+def digests_hold(working: WorkingCopy, generation: Manifest) -> None:
+    """The copy's saved digests are of every chunk of `generation`'s files, each that of
+    the bytes there (the copy holds `generation`)."""
+    saved = working.digests(generation)
+    assert set(saved) == {f.path for f in generation.files}
+    for path, parts in saved.items():
+        body = (working.directory / path).read_bytes()
+        assert [d for _, d in parts] == [
+            fast_digest(body[p.offset : p.offset + p.size]) for p, _ in parts
+        ]
+
+
+def test_a_commit_hashes_only_the_chunks_whose_fast_digest_changed(home, tmp_path):
+    """After a commit, a download and a patch the copy's digests are those of its
+    chunks; the next commit names again the chunks whose digest is the base's and
+    uploads exactly the changed ones, and a fresh copy gets the bytes."""
+    writer = working_copy(tmp_path / "w", **{DB: chunked(1, 2, 3, 4)})
+    one = home.commit(None, writer, "lease")
+    digests_hold(writer, one)
+    cold = working_copy(tmp_path / "cold")
+    home.download(one, cold)
+    digests_hold(cold, one)
+
+    (writer.directory / DB).write_bytes(chunked(1, 5, 3, 4, 6))
+    two = home.commit(one, writer, "lease")
+    assert home.sent == Transfer(moved=2 * CHUNK_SIZE, kept=3 * CHUNK_SIZE)
+    kept = [p for p in two.files[0].parts if p.token == one.token]
+    assert [p.offset for p in kept] == [0, 2 * CHUNK_SIZE, 3 * CHUNK_SIZE]
+    home.download(two, cold)  # patched: its digests are the kept ones and the fetched
+    digests_hold(cold, two)
+
+    (cold.directory / DB).write_bytes(chunked(7, 5, 3, 4, 6))
+    three = home.commit(two, cold, "lease")
+    assert home.sent == Transfer(moved=CHUNK_SIZE, kept=4 * CHUNK_SIZE)
+    fresh = working_copy(tmp_path / "fresh")
+    home.download(three, fresh)
+    assert contents(fresh) == {DB: chunked(7, 5, 3, 4, 6)}
+
+
+def lie(working: WorkingCopy, generation: Manifest, first: bytes, token: str = "") -> None:
+    """Saves digests of `generation` that say its first chunk holds `first`."""
+    parts = generation.files[0].parts
+    fast = (fast_digest(first), *(d for _, d in working.digests(generation)[DB][1:]))
+    files = ((DB, fast),)
+    DIGESTS.write(working.directory / DIGESTS_FILE, Digests(1, token or generation.token, files))
+    assert len(fast) == len(parts)
+
+
+@pytest.mark.parametrize("saved", ["lying", "of another token", "corrupt"])
+def test_the_digests_are_trusted_for_their_generation_alone(home, tmp_path, saved):
+    """The saved digests are what the commit goes by, not SHA-256: digests that lie
+    about the base's first chunk make the commit name the base's chunk there (shown here
+    to prove that the chunk was not hashed). The same digests saved for another token,
+    or a file that cannot be read, are ignored: every chunk is hashed."""
+    writer = working_copy(tmp_path / "w", **{DB: chunked(1, 2, 3)})
+    one = home.commit(None, writer, "lease")
+    (writer.directory / DB).write_bytes(chunked(9, 2, 3))
+    lie(writer, one, chunked(9), token="another" if saved == "of another token" else "")
+    if saved == "corrupt":
+        (writer.directory / DIGESTS_FILE).write_text('{"format_version": 1, "number"')
+    committed = home.commit(one, writer, "lease")
+    if saved == "lying":
+        assert committed == one  # every chunk taken for the base's: nothing to commit
+        return
+    assert home.sent == Transfer(moved=CHUNK_SIZE, kept=2 * CHUNK_SIZE)
+    fresh = working_copy(tmp_path / "fresh")
+    home.download(committed, fresh)
+    assert contents(fresh) == {DB: chunked(9, 2, 3)}
+    digests_hold(writer, committed)  # saved anew for the generation committed
