@@ -261,6 +261,8 @@ def test_a_publishs_download_takes_the_files_lock(bucket, home, tmp_path):
         ((part(0, "a"), "f1"), 10, "f2", False),  # changed: hashed
         ((part(0, "a"), "f1"), 7, "f1", False),  # another size (a shorter last chunk)
         (None, 10, "f1", False),  # no digest of the base's there (a new chunk, none saved)
+        # a whole file of manifest format 1, of one chunk's size: hashed (uploaded as a chunk)
+        ((Part("generations/1-t/shop.hyper", 0, 10, "a"), "f1"), 10, "f1", False),
     ],
 )
 def test_a_chunk_is_the_base_generations_when_its_fast_digest_is(known, size, fast, named):

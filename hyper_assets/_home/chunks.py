@@ -133,11 +133,13 @@ def fast_digest(block: bytes) -> str:
 
 def reused(known: tuple[Part, str] | None, size: int, fast: str) -> Part | None:
     """The base generation's part `known` (with its fast digest) at a chunk's offset, when
-    the chunk, of `size` bytes and fast digest `fast`, holds its bytes; else None."""
+    the chunk, of `size` bytes and fast digest `fast`, holds its bytes; else None. Never a
+    whole file of a manifest of format 1, which a chunk cannot name."""
     if known is None:
         return None
     part, digest = known
-    return part if part.size == size and digest == fast else None
+    chunk = part.key.startswith(CHUNKS)
+    return part if chunk and part.size == size and digest == fast else None
 
 
 def download(
