@@ -493,8 +493,10 @@ def at_latency(
 ) -> dict[str, tuple[int, float]]:
     """Bytes moved and seconds of each step (STEPS) through a store answering each
     request `seconds` late, `concurrency` chunks at once, on a home of its own whose
-    generation 1 is the file `before` (set up without latency); the home is deleted
-    after (Azurite keeps every object in memory)."""
+    generation 1 is the file `before` (set up without latency): the commit is of a copy
+    that was generation 1 (as a writer's, with what a download left beside it) whose
+    file became `after`, and the copy behind holds generation 1 as a download left it.
+    The home is deleted after (Azurite keeps every object in memory)."""
     import obstore
 
     from hyper_assets._home.generations import Generations, WorkingCopy
@@ -522,7 +524,10 @@ def at_latency(
     one = generations.commit(None, copy("one", before), "bench")
     behind = copy("behind")
     generations.download(one, behind)
-    writing = copy("two", after)
+    writing = copy("two")  # a writer's copy of generation 1, which the write then changed
+    generations.download(one, writing)
+    writing.changing()
+    shutil.copyfile(after, writing.database)
     two, write_seconds = timed(lambda: generations.commit(one, writing, "bench"))
     cold, cold_seconds = timed(lambda: generations.download(two, copy("cold")))
     caught_up, behind_seconds = timed(lambda: generations.download(two, behind))

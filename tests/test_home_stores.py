@@ -318,8 +318,8 @@ def test_a_corrupted_chunk_is_refused_by_its_sha256_and_the_copy_keeps_its_bytes
 ):
     """One chunk of the current generation overwritten with other bytes of its size: a
     copy one generation behind, downloading 8 chunks at once, is refused with
-    `CorruptFileError` naming that chunk; its file keeps the bytes it held and no
-    partial file is left."""
+    `CorruptFileError` naming that chunk; its file keeps the bytes it held, still marked
+    as generation 1, and no partial file is left."""
     home = home_of(home_uri)
     store = home.connect()
     generations = Generations(store, home.uri, home.name, concurrency=8)
@@ -338,8 +338,12 @@ def test_a_corrupted_chunk_is_refused_by_its_sha256_and_the_copy_keeps_its_bytes
     obstore.put(store, corrupted, os.urandom(CHUNK_SIZE))
     with pytest.raises(CorruptFileError, match=rf"{re.escape(corrupted)} does not hold .*SHA-256"):
         generations.download(two, behind)
-    assert behind.database.read_bytes() == first
-    assert sorted(p.name for p in behind.directory.iterdir()) == ["shop.hyper"]
+    assert behind.database.read_bytes() == first and behind.held() == one
+    assert sorted(p.name for p in behind.directory.iterdir() if p.name != "shop.hyper") == [
+        ".generation.digests.json",
+        ".generation.json",
+        ".generation.manifest.json",
+    ]
 
 
 def test_the_lease_takes_turns_expires_and_fences(home_uri):

@@ -23,7 +23,15 @@ from hyper_assets._dagster.sensors import CURSOR
 from hyper_assets._engine.compaction import DELETIONS, Deletions
 from hyper_assets._engine.tables import ForeignKey
 from hyper_assets._home.chunks import Part, chunk_key
-from hyper_assets._home.generations import MANIFEST, MARKER_FORMAT, Manifest, Marker, StoredFile
+from hyper_assets._home.generations import (
+    DIGESTS,
+    MANIFEST,
+    MARKER_FORMAT,
+    Digests,
+    Manifest,
+    Marker,
+    StoredFile,
+)
 from hyper_assets._home.lease import RECORD as LEASE_RECORD, LeaseRecord
 from hyper_assets._rows.modes import WriteMode
 from hyper_assets._rows.outbox import (
@@ -239,6 +247,22 @@ FORMATS: dict[str, tuple[SavedFormat[Any], dict[str, object]]] = {
     "working_copy_marker": (
         MARKER_FORMAT,
         {"v1": Marker(5, "tok5tok5tok5"), "v1-unversioned": Marker(5, "tok5tok5tok5")},
+    ),
+    "chunk_digests": (
+        DIGESTS,
+        {
+            "v1": Digests(
+                5,
+                "tok5tok5tok5",
+                (
+                    (
+                        "shop.hyper",
+                        ("0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"),
+                    ),
+                    ("shop.hyper.identity.json", ("00112233445566778899aabbccddeeff",)),
+                ),
+            )
+        },
     ),
     "manifest": (
         MANIFEST,

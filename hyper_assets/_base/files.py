@@ -38,16 +38,20 @@ def set_mode(path: Path) -> None:
     os.chmod(path, file_mode())
 
 
-def write_json(path: Path, body: object) -> None:
-    """Writes `path` atomically and durably: a crash leaves the old file or the new one."""
+def write_json(path: Path, body: object, *, durable: bool = True) -> None:
+    """Writes `path` atomically and durably: a crash leaves the old file or the new one.
+    Not `durable`: without waiting for the disk, for a file whose loss or damage in a
+    crash costs only time (a cache that its reader checks)."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
     with os.fdopen(descriptor, "w") as out:
         json.dump(body, out, indent=1)
         out.flush()
-        os.fsync(out.fileno())
+        if durable:
+            os.fsync(out.fileno())
     os.replace(temporary, path)
-    fsync_path(path.parent)
+    if durable:
+        fsync_path(path.parent)
 
 
 def fsync_path(path: Path) -> None:

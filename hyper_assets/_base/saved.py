@@ -211,9 +211,9 @@ class SavedFormat(Generic[T]):
         """The value saved at `path` (`from_json`)."""
         return self.from_text(path.read_text(), str(path), way_out)
 
-    def write(self, path: Path, value: T) -> None:
+    def write(self, path: Path, value: T, *, durable: bool = True) -> None:
         """Saves `value` at `path`, atomically and durably (`write_json`)."""
-        write_json(path, self.to_json(value))
+        write_json(path, self.to_json(value), durable=durable)
 
 
 def _within(body: object, name: str, version: int, parse: Callable[[Fields], U]) -> U:

@@ -6,9 +6,12 @@ cut into fixed-size chunks. A commit names again the chunks of its base generati
 bytes it still holds, and uploads each other chunk once as `chunks/<sha256>.<token>`, a
 key of the new generation's own (`token` is its manifest's): never a chunk the store
 holds for another reason, which a collector that listed the home before may be deleting
-(`hyper_assets._home.collect`). An object never changes. A download copies from the working
-copy every chunk whose bytes it still holds at the same place, fetches the others, and
-checks every chunk's hash.
+(`hyper_assets._home.collect`). An object never changes. A download into a copy of
+unknown content copies from it every chunk whose bytes it still holds at the same place
+(hashing each), fetches the others, and writes the file anew; a copy known to hold an
+earlier generation is patched: only the chunks that generation lacks at their place
+(`lacking`) are fetched, and written at their offsets (`patch`). Every fetched chunk's
+hash is checked.
 
 Each chunk is one request, and a store answers each after tens of milliseconds: one at a
 time, a 10 GB file's 40,000 chunks would wait 20 minutes. Both directions therefore work
@@ -24,8 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -33,9 +37,11 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 import obstore
+import xxhash
 from obstore.exceptions import AlreadyExistsError
 from obstore.store import ObjectStore
 
+from hyper_assets._base.files import file_mode
 from hyper_assets.errors import CorruptFileError
 
 CHUNKS = "chunks/"
@@ -83,16 +89,25 @@ def upload(
     named: MutableMapping[str, str],
     token: str,
     concurrency: int = CONCURRENCY,
-) -> tuple[tuple[Part, ...], Transfer]:
-    """Cuts `path` into chunks: one in `named` (SHA-256 to the token of its key: the base
-    generation's chunks, and those this commit uploaded) is named again, any other is
-    uploaded as `chunk_key(sha256, token)` and added to `named`. Returns once every
-    chunk it names is in the store."""
+    known: Iterable[tuple[Part, str]] = (),
+) -> tuple[tuple[Part, ...], Transfer, tuple[str, ...]]:
+    """Cuts `path` into chunks: one whose fast digest is that of the part of `known`
+    (the base generation's parts of this file, each with its fast digest) at its offset
+    is that part (`reused`), without SHA-256; any other is hashed, and one in `named`
+    (SHA-256 to the token of its key: the base generation's chunks, and those this
+    commit uploaded) is named again, any other uploaded as `chunk_key(sha256, token)`
+    and added to `named`. Returns once every chunk it names is in the store, with each
+    chunk's fast digest."""
     claim = threading.Lock()  # one upload per new SHA-256, however many chunks hold it
+    by_offset = {part.offset: (part, fast) for part, fast in known}
     with path.open("rb") as source:
 
-        def send(offset: int) -> tuple[Part, Transfer]:
+        def send(offset: int) -> tuple[Part, Transfer, str]:
             block = os.pread(source.fileno(), CHUNK_SIZE, offset)
+            fast = fast_digest(block)
+            same = reused(by_offset.get(offset), len(block), fast)
+            if same is not None:
+                return same, Transfer(kept=len(block)), fast
             digest = hashlib.sha256(block).hexdigest()
             with claim:
                 new = digest not in named
@@ -101,11 +116,30 @@ def upload(
                 with suppress(AlreadyExistsError):  # a retried put whose first one landed
                     obstore.put(store, chunk_key(digest, token), block, mode="create")
             transfer = Transfer(moved=len(block)) if new else Transfer(kept=len(block))
-            return Part(chunk_key(digest, owner), offset, len(block), digest, owner), transfer
+            part = Part(chunk_key(digest, owner), offset, len(block), digest, owner)
+            return part, transfer, fast
 
         size = os.fstat(source.fileno()).st_size
         sent = _each(concurrency, send, range(0, size, CHUNK_SIZE))
-    return tuple(p for p, _ in sent), sum((t for _, t in sent), Transfer())
+    parts = tuple(p for p, _, _ in sent)
+    return parts, sum((t for _, t, _ in sent), Transfer()), tuple(f for _, _, f in sent)
+
+
+def fast_digest(block: bytes) -> str:
+    """A chunk's fast digest (XXH3, 128 bits): not cryptographic, but ten times faster than
+    SHA-256, and as unlikely to match another chunk's bytes by chance."""
+    return xxhash.xxh3_128_hexdigest(block)
+
+
+def reused(known: tuple[Part, str] | None, size: int, fast: str) -> Part | None:
+    """The base generation's part `known` (with its fast digest) at a chunk's offset, when
+    the chunk, of `size` bytes and fast digest `fast`, holds its bytes; else None. Never a
+    whole file of a manifest of format 1, which a chunk cannot name."""
+    if known is None:
+        return None
+    part, digest = known
+    chunk = part.key.startswith(CHUNKS)
+    return part if chunk and part.size == size and digest == fast else None
 
 
 def download(
@@ -114,37 +148,92 @@ def download(
     target: Path,
     where: str,
     concurrency: int = CONCURRENCY,
-) -> Transfer:
+) -> tuple[Transfer, tuple[str, ...]]:
     """Makes `target` the file `parts` describe: each part's bytes are taken from
     `target` as it is where they still match, else fetched; `CorruptFileError` when a
-    fetched part's bytes are not those the manifest names. Replaces `target` at once."""
+    fetched part's bytes are not those the manifest names. Replaces `target` at once.
+    Returns the bytes moved and each part's fast digest."""
     partial = target.with_name(f".{target.name}.download")
     try:
         with _existing(target) as old, partial.open("wb") as out:
 
-            def place(part: Part) -> Transfer:
+            def place(part: Part) -> tuple[Transfer, str]:
                 block = os.pread(old.fileno(), part.size, part.offset) if old else b""
                 if len(block) == part.size and hashlib.sha256(block).hexdigest() == part.sha256:
                     transfer = Transfer(kept=part.size)
                 else:
-                    block = bytes(obstore.get(store, part.key).bytes())
-                    if hashlib.sha256(block).hexdigest() != part.sha256:
-                        raise CorruptFileError(
-                            f"{where}/{part.key} does not hold the bytes its manifest names "
-                            "(their SHA-256 differs); nothing was changed. Restore the "
-                            "object from the store's versions."
-                        )
+                    block = _get(store, part, where)
                     transfer = Transfer(moved=part.size)
                 os.pwrite(out.fileno(), block, part.offset)
-                return transfer
+                return transfer, fast_digest(block)
 
-            transfer = sum(_each(concurrency, place, parts), Transfer())
+            placed = _each(concurrency, place, parts)
             os.fsync(out.fileno())
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     os.replace(partial, target)
-    return transfer
+    return sum((t for t, _ in placed), Transfer()), tuple(f for _, f in placed)
+
+
+def lacking(held: tuple[Part, ...], parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    """The parts of `parts` that a file made of `held` lacks: all but those `held` has
+    at the same offset, of the same size and SHA-256 (whatever their keys: a chunk's
+    bytes are what its hash says)."""
+    there = {(p.offset, p.size, p.sha256) for p in held}
+    return tuple(p for p in parts if (p.offset, p.size, p.sha256) not in there)
+
+
+def fetch(
+    store: ObjectStore, parts: tuple[Part, ...], where: str, concurrency: int = CONCURRENCY
+) -> list[bytes]:
+    """The bytes of each of `parts`, in their order, each checked against its SHA-256
+    (`CorruptFileError` otherwise); up to `concurrency` fetched at once."""
+    return _each(concurrency, lambda part: _get(store, part, where), parts)
+
+
+def patch(target: Path, size: int, blocks: Mapping[int, bytes], *, in_place: bool) -> None:
+    """Makes `target` (none: an empty file) `size` bytes long, with each of `blocks`
+    written at its offset and every other byte kept, and durable. `in_place`: written
+    into `target` itself (for a caller that holds the file's lock and has made the copy
+    no generation: a crash leaves a file that is downloaded again); else into a copy of
+    it that then replaces it at once."""
+    if in_place:
+        _write_blocks(target, size, blocks)
+        return
+    partial = target.with_name(f".{target.name}.download")
+    try:
+        if target.exists():
+            shutil.copyfile(target, partial)
+        _write_blocks(partial, size, blocks)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, target)
+
+
+def _write_blocks(path: Path, size: int, blocks: Mapping[int, bytes]) -> None:
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
+    try:
+        os.ftruncate(descriptor, size)
+        for offset, block in blocks.items():
+            os.pwrite(descriptor, block, offset)
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _get(store: ObjectStore, part: Part, where: str) -> bytes:
+    """The bytes of `part`, fetched; `CorruptFileError` when they are not those the
+    manifest names."""
+    block = bytes(obstore.get(store, part.key).bytes())
+    if len(block) != part.size or hashlib.sha256(block).hexdigest() != part.sha256:
+        raise CorruptFileError(
+            f"{where}/{part.key} does not hold the bytes its manifest names "
+            "(their SHA-256 differs); nothing was changed. Restore the "
+            "object from the store's versions."
+        )
+    return block
 
 
 def _each(concurrency: int, work: Callable[[T], R], items: Iterable[T]) -> list[R]:

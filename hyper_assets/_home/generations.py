@@ -19,9 +19,11 @@ Under the home's prefix (`s3://bucket/path/shop.hyper/`):
 
 A commit uploads only the chunks its base generation lacks; `hyper_assets._home.collect`
 deletes what no recent generation names. A run keeps a working copy of one generation on
-its disk, with a marker naming it, and downloads only when the home's current generation
-is another, and then only the chunks its copy lacks. The marker is removed before the
-copy is written to, so a copy that a failed or killed write changed is checked again.
+its disk, with a marker naming it (and that generation's manifest beside it), and
+downloads only when the home's current generation is another, and then only the chunks
+its copy lacks: read off the two manifests when the marker names the copy's generation,
+else by hashing the copy. The marker is removed before the copy is written to, so a
+copy that a failed or killed write or download changed is checked again.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +64,10 @@ READS = (1, 2, 3)
 MANIFESTS = "manifest/"
 _DIGITS = 20  # manifest numbers are zero-padded: the store lists them in order
 MARKER = ".generation.json"
+#: Beside the marker: the manifest of the generation it names (`WorkingCopy.held`).
+HELD = ".generation.manifest.json"
+#: Beside the marker: the fast digests of a generation's chunks (`Digests`).
+DIGESTS_FILE = ".generation.digests.json"
 #: obstore's errors for a request the store answered with a refusal (a 4xx status): it
 #: was not carried out, and no copy of it is on its way.
 REFUSALS = (PermissionDeniedError, UnauthenticatedError, AlreadyExistsError, FileNotFoundError)
@@ -251,14 +257,17 @@ class Generations:
         """
         number, token = (base.number if base else 0) + 1, uuid.uuid4().hex[:12]
         named = base.chunks() if base else {}
-        files, self.sent = [], Transfer()
+        known = working.digests(base)
+        files, self.sent, digests = [], Transfer(), {}
         with store_errors(self.where):
             for path, local in working.files():
-                parts, transfer = chunks.upload(self.store, local, named, token, self.concurrency)
+                parts, transfer, digests[path] = chunks.upload(
+                    self.store, local, named, token, self.concurrency, known.get(path, ())
+                )
                 files.append(StoredFile(path, sum(p.size for p in parts), parts))
                 self.sent += transfer
             if base is not None and tuple(files) == base.files:
-                working.mark(base)  # nothing changed: the home holds this state already
+                working.mark(base, digests)  # nothing changed: the home holds this state
                 return base
             manifest = Manifest(
                 number,
@@ -270,7 +279,7 @@ class Generations:
             )
             fence()
         self._create(manifest)
-        working.mark(manifest)
+        working.mark(manifest, digests)
         return manifest
 
     def _create(self, manifest: Manifest) -> None:
@@ -336,21 +345,87 @@ class Generations:
     def download(self, manifest: Manifest | None, working: WorkingCopy) -> Transfer | None:
         """Makes the working copy equal to `manifest` (empty for None), fetching only the
         chunks it lacks; the bytes moved, or None when the copy already is that
-        generation."""
+        generation. A copy that holds a known generation unchanged is patched
+        (`_patch`); any other is checked chunk by chunk and its files written anew."""
         if working.generation() == _identity(manifest):
             return None
+        held = working.held()
+        if held is not None and manifest is not None:
+            patched = self._patch(held, manifest, working)
+            if patched is not None:
+                return patched
         files = manifest.files if manifest else ()
         working.clear(keep={f.path for f in files})
-        transfer = Transfer()
+        transfer, digests = Transfer(), {}
         with store_errors(self.where):
             for stored in files:
                 target = working.directory / stored.path
                 target.parent.mkdir(parents=True, exist_ok=True)
-                transfer += chunks.download(
+                moved, digests[stored.path] = chunks.download(
                     self.store, stored.parts, target, self.where, self.concurrency
                 )
-        working.mark(manifest)
+                transfer += moved
+        working.mark(manifest, digests)
         return transfer
+
+    def _patch(self, held: Manifest, manifest: Manifest, working: WorkingCopy) -> Transfer | None:
+        """Brings a copy that holds generation `held` unchanged to `manifest` without
+        reading it: `held`'s chunks tell which of `manifest`'s it has where they belong
+        (`patch_plan`). Every chunk it lacks is fetched and checked first, so that a
+        failure leaves the copy as it was, still marked; only then is the copy made no
+        generation, the chunks written at their offsets (the database in place, the
+        small files beside it each replaced at once), and marked. None, with nothing
+        changed, when more than `PATCH_BYTES` are lacking (the copy is then checked and
+        written anew, holding no more than a few chunks at a time)."""
+        plan = patch_plan(held, manifest, _sizes(working, held))
+        if plan is None:
+            return None
+        lacking = tuple(p for _, parts in plan for p in parts)
+        with store_errors(self.where):
+            blocks = iter(chunks.fetch(self.store, lacking, self.where, self.concurrency))
+        known = working.digests(held)
+        working.clear(keep={f.path for f in manifest.files})
+        moved, digests = 0, {}
+        for stored, parts in plan:
+            target = working.directory / stored.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written = {p.offset: next(blocks) for p in parts}
+            chunks.patch(target, stored.size, written, in_place=stored.path == working.name)
+            moved += sum(p.size for p in parts)
+            fast = {p.offset: d for p, d in known.get(stored.path, ())}  # kept: the same bytes
+            fast |= {o: chunks.fast_digest(b) for o, b in written.items()}
+            if all(p.offset in fast for p in stored.parts):  # else hashed at the next commit
+                digests[stored.path] = tuple(fast[p.offset] for p in stored.parts)
+        working.mark(manifest, digests)
+        total = sum(f.size for f in manifest.files)
+        return Transfer(moved=moved, kept=total - moved)
+
+
+#: Bytes a patch fetches into memory at most; a copy lacking more is written anew.
+PATCH_BYTES = 64 << 20
+
+
+def patch_plan(
+    held: Manifest, manifest: Manifest, sizes: Mapping[str, int]
+) -> list[tuple[StoredFile, tuple[Part, ...]]] | None:
+    """What a copy holding generation `held` unchanged, whose files have `sizes` on
+    disk, fetches to become `manifest`: each of `manifest`'s files with the chunks it
+    lacks (all of them for a file `held` lacks, or whose size on disk is not `held`'s).
+    None when that is more than `PATCH_BYTES`."""
+    old = {f.path: f.parts for f in held.files if sizes.get(f.path) == f.size}
+    plan = [(f, chunks.lacking(old.get(f.path, ()), f.parts)) for f in manifest.files]
+    if sum(p.size for _, parts in plan for p in parts) > PATCH_BYTES:
+        return None
+    return plan
+
+
+def _sizes(working: WorkingCopy, held: Manifest) -> dict[str, int]:
+    """The sizes on disk of the files of `held` the copy has."""
+    sizes = {}
+    for stored in held.files:
+        with suppress(OSError):
+            sizes[stored.path] = (working.directory / stored.path).stat().st_size
+    return sizes
 
 
 @dataclass(frozen=True)
@@ -372,6 +447,42 @@ class Marker:
 MARKER_FORMAT = SavedFormat(1, Marker.from_json, Marker.to_json, "The copy is downloaded again.")
 
 
+@dataclass(frozen=True)
+class Digests:
+    """The fast digests (`chunks.fast_digest`) of the chunks of generation `number`
+    (`token`)'s files, by path, in the order of the file's parts in its manifest: what a
+    commit from that generation compares a chunk with before it hashes it with SHA-256.
+    They hold for the generation's bytes whatever became of the copy since, so they are
+    used by a commit from that generation alone (number and token), of a file of as many
+    parts."""
+
+    number: int
+    token: str
+    files: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "token": self.token,
+            "files": [{"path": path, "xxh3_128": list(d)} for path, d in self.files],
+        }
+
+    @classmethod
+    def from_json(cls, f: Fields) -> Digests:
+        return cls(f.take("number", int), f.take("token", str), f.each("files", _file_digests))
+
+
+def _file_digests(f: Fields) -> tuple[str, tuple[str, ...]]:
+    return f.take("path", str), f.strings("xxh3_128")
+
+
+#: `.generation.digests.json` beside the marker; a missing, corrupt or newer one only
+#: means that the next commit hashes every chunk with SHA-256.
+DIGESTS = SavedFormat(
+    1, Digests.from_json, Digests.to_json, "The next commit hashes the copy's chunks instead."
+)
+
+
 def _identity(manifest: Manifest | None) -> Marker:
     return Marker(manifest.number, manifest.token) if manifest else Marker(0, "")
 
@@ -384,6 +495,8 @@ class WorkingCopy:
         self.directory, self.name = directory, name
         self.database = directory / name
         self._marker = directory / MARKER
+        self._held = directory / HELD
+        self._digests = directory / DIGESTS_FILE
 
     def files(self) -> Iterator[tuple[str, Path]]:
         """The generation's files: the database and everything named after it, but its
@@ -404,8 +517,52 @@ class WorkingCopy:
         except (OSError, CorruptFileError):
             return None
 
-    def mark(self, manifest: Manifest | None) -> None:
+    def held(self) -> Manifest | None:
+        """The manifest of the generation the copy holds, unchanged since; None when
+        unknown, changed, or the home was empty."""
+        marker = self.generation()
+        if marker is None or marker.number == 0:
+            return None
+        try:
+            manifest = MANIFEST.read(self._held)
+        except (OSError, CorruptFileError):
+            return None
+        return manifest if _identity(manifest) == marker else None
+
+    def mark(self, manifest: Manifest | None, digests: Mapping[str, tuple[str, ...]] = {}) -> None:
+        """Marks the copy as holding `manifest`'s generation, unchanged: its manifest
+        (`held`) and the fast `digests` of its files' chunks by path (`digests`) first,
+        then the marker."""
+        if manifest is None:
+            self._held.unlink(missing_ok=True)
+            self._digests.unlink(missing_ok=True)
+        else:
+            # Not durable: each is read only when it names the marker's generation (or
+            # the base's), and a crash that loses or damages it costs a hashing.
+            MANIFEST.write(self._held, manifest, durable=False)
+            files = tuple((f.path, digests[f.path]) for f in manifest.files if f.path in digests)
+            digested = Digests(manifest.number, manifest.token, files)
+            DIGESTS.write(self._digests, digested, durable=False)
         MARKER_FORMAT.write(self._marker, _identity(manifest))
+
+    def digests(self, manifest: Manifest | None) -> dict[str, tuple[tuple[Part, str], ...]]:
+        """The parts of `manifest`'s files with their fast digests, by path, for the files
+        the saved digests are of; none when they are of another generation, or cannot
+        be read."""
+        if manifest is None:
+            return {}
+        try:
+            saved = DIGESTS.read(self._digests)
+        except (OSError, CorruptFileError):
+            return {}
+        if (saved.number, saved.token) != (manifest.number, manifest.token):
+            return {}
+        parts = {f.path: f.parts for f in manifest.files}
+        return {
+            path: tuple(zip(parts[path], fast, strict=True))
+            for path, fast in saved.files
+            if path in parts and len(parts[path]) == len(fast)
+        }
 
     def changing(self) -> None:
         """Called before the copy is written to: until a commit marks it, it is no

@@ -18,7 +18,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,14 +166,17 @@ class HyperDatabase(ConfigurableResource):
         return Generations(store, home.uri, home.name, self.settings.transfer_concurrency)
 
     @contextmanager
-    def _leased(self, home: StoreHome, working: WorkingCopy) -> Iterator[_Held]:
-        """The home's lease, and `working` brought to the current generation; the caller
-        commits (the lease is released when the block ends)."""
+    def _leased(self, home: StoreHome, working: WorkingCopy, *, locked: bool) -> Iterator[_Held]:
+        """The home's lease, and `working` brought to the current generation under the
+        file's lock (taken here unless the caller holds it, `locked`): a download may
+        patch the file in place, which no connection to it may see. The caller commits
+        (the lease is released when the block ends)."""
         generations = self._generations(home)
         timeout = self.hyper.lock_timeout_seconds
         with Lease(generations.store, home.uri, self.settings.lease_seconds, timeout) as lease:
             held = _Held(generations, working, lease, generations.current(), self.settings)
-            generations.download(held.base, working)
+            with nullcontext() if locked else self.hyper.lock(working.database):
+                generations.download(held.base, working)
             working.changing()
             yield held
 
@@ -192,7 +195,7 @@ class HyperDatabase(ConfigurableResource):
                 yield home
             return
         working = self._working(home)
-        with self.hyper.lock(working.database), self._leased(home, working) as held:
+        with self.hyper.lock(working.database), self._leased(home, working, locked=True) as held:
             yield working.database
             held.commit()
 
@@ -212,7 +215,7 @@ class HyperDatabase(ConfigurableResource):
             yield home, lambda: None
             return
         working = self._working(home, "publishing")
-        with self._leased(home, working) as held:
+        with self._leased(home, working, locked=False) as held:
             yield working.database, held.save
             held.commit()
 
