@@ -156,7 +156,9 @@ def test_a_held_lease_is_renewed_and_a_killed_holders_lease_expires(bucket):
     stalled = Lease(store, "home", seconds=1, timeout_seconds=5)
     stalled.acquire()  # no heartbeat: as a killed or stalled writer
     started = time.monotonic()
-    taker = Lease(store, "home", seconds=1, timeout_seconds=5)
+    # The taker waits out the stalled lease's 1 s; its own seconds are long, so that the
+    # renew() below cannot find it expired on a loaded machine (a CI run: 1 s passed).
+    taker = Lease(store, "home", seconds=60, timeout_seconds=5)
     taker.acquire()
     assert time.monotonic() - started >= 1
     with pytest.raises(LeaseLostError, match="expired"):
