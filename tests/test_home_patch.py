@@ -338,3 +338,18 @@ def test_the_digests_are_trusted_for_their_generation_alone(home, tmp_path, save
     home.download(committed, fresh)
     assert contents(fresh) == {DB: chunked(9, 2, 3)}
     digests_hold(writer, committed)  # saved anew for the generation committed
+
+
+@pytest.mark.parametrize("name", [".generation.json", ".generation.manifest.json", DIGESTS_FILE])
+def test_a_file_beside_the_copy_damaged_to_bytes_that_are_not_text_is_unknown(tmp_path, name):
+    """A crash can leave any bytes in a file written without waiting for the disk: ones
+    that are not UTF-8 make the copy of unknown content, not an error for every run."""
+    working = working_copy(tmp_path / "w", **{DB: chunked(1)})
+    one = manifest(1, StoredFile(DB, CHUNK_SIZE, (part(0, "a", size=CHUNK_SIZE),)))
+    working.mark(one, {DB: (fast_digest(chunked(1)),)})
+    assert working.held() == one and working.digests(one)
+    (working.directory / name).write_bytes(b"\xff\xfe\x80 not text")
+    if name == DIGESTS_FILE:
+        assert working.digests(one) == {} and working.held() == one
+    else:
+        assert working.held() is None
