@@ -47,6 +47,7 @@ from obstore.exceptions import (
 )
 from obstore.store import ObjectStore
 
+from hyper_assets._base.files import fsync_path
 from hyper_assets._base.saved import Fields, SavedFormat
 from hyper_assets._home import chunks
 from hyper_assets._home.chunks import CHUNKS, Part, Transfer, chunk_key
@@ -566,8 +567,12 @@ class WorkingCopy:
 
     def changing(self) -> None:
         """Called before the copy is written to: until a commit marks it, it is no
-        generation (a failed write's copy is downloaded again)."""
-        self._marker.unlink(missing_ok=True)
+        generation (a failed write's copy is downloaded again). The removal is on disk
+        before this returns: a patch and hyperd write the file in place, and a marker that
+        outlived a power loss would vouch for their half-written bytes."""
+        if self._marker.exists():
+            self._marker.unlink(missing_ok=True)
+            fsync_path(self.directory)
 
     def clear(self, keep: Collection[str] = ()) -> None:
         """Removes the generation's files but those at the paths in `keep` (a download
