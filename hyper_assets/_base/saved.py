@@ -213,7 +213,8 @@ class SavedFormat(Generic[T]):
         return self.from_text(path.read_bytes(), str(path), way_out)
 
     def write(self, path: Path, value: T, *, durable: bool = True) -> None:
-        """Saves `value` at `path`, atomically and durably (`write_json`)."""
+        """Saves `value` at `path`, atomically and (unless not `durable`) durably
+        (`write_json`)."""
         write_json(path, self.to_json(value), durable=durable)
 
 

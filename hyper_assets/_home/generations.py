@@ -538,12 +538,14 @@ class WorkingCopy:
             self._held.unlink(missing_ok=True)
             self._digests.unlink(missing_ok=True)
         else:
-            # Not durable: each is read only when it names the marker's generation (or
-            # the base's), and a crash that loses or damages it costs a hashing.
+            # The held manifest not durable: read only when it names the marker's
+            # generation, whose manifest in the store never changes; one that a crash
+            # lost or damaged costs a hashing. The digests durable: a commit takes them at
+            # their word (a chunk whose digest matches is not hashed), so a file that a
+            # crash left of stale blocks that still parse would commit wrong bytes.
             MANIFEST.write(self._held, manifest, durable=False)
             files = tuple((f.path, digests[f.path]) for f in manifest.files if f.path in digests)
-            digested = Digests(manifest.number, manifest.token, files)
-            DIGESTS.write(self._digests, digested, durable=False)
+            DIGESTS.write(self._digests, Digests(manifest.number, manifest.token, files))
         MARKER_FORMAT.write(self._marker, _identity(manifest))
 
     def digests(self, manifest: Manifest | None) -> dict[str, tuple[tuple[Part, str], ...]]:
