@@ -166,12 +166,18 @@ def test_a_copy_whose_marker_is_missing_is_checked_chunk_by_chunk(home, tmp_path
 
 
 def test_a_held_manifest_that_is_not_the_markers_is_not_trusted(home, tmp_path):
-    behind, _, second = behind_and_fresh(
+    behind, first, second = behind_and_fresh(
         home, tmp_path, {DB: chunked(1, 2, 3)}, {DB: chunked(1, 2, 7)}
     )
     held = behind.directory / ".generation.manifest.json"
     held.write_bytes(second.to_bytes())  # as a crash between its write and the marker's
     assert behind.held() is None
+    inode = (behind.directory / DB).stat().st_ino
+    assert home.download(second, behind) == Transfer(moved=CHUNK_SIZE, kept=2 * CHUNK_SIZE)
+    assert contents(behind) == {DB: chunked(1, 2, 7)}  # not taken for generation 2 as it was
+    assert (behind.directory / DB).stat().st_ino != inode  # checked and written anew
+    behind.changing()
+    home.download(first, behind)
     held.write_text("{not json")
     assert behind.held() is None
     assert home.download(second, behind) == Transfer(moved=CHUNK_SIZE, kept=2 * CHUNK_SIZE)
@@ -281,10 +287,28 @@ def digests_hold(working: WorkingCopy, generation: Manifest) -> None:
         ]
 
 
-def test_a_commit_hashes_only_the_chunks_whose_fast_digest_changed(home, tmp_path):
+def sha256_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Records the size of each block `hyper_assets._home.chunks` hashes with SHA-256."""
+    import hashlib
+    import types
+
+    from hyper_assets._home import chunks
+
+    calls: list[int] = []
+
+    def sha256(block: bytes = b""):
+        calls.append(len(block))
+        return hashlib.sha256(block)
+
+    monkeypatch.setattr(chunks, "hashlib", types.SimpleNamespace(sha256=sha256))
+    return calls
+
+
+def test_a_commit_hashes_only_the_chunks_whose_fast_digest_changed(home, tmp_path, monkeypatch):
     """After a commit, a download and a patch the copy's digests are those of its
-    chunks; the next commit names again the chunks whose digest is the base's and
-    uploads exactly the changed ones, and a fresh copy gets the bytes."""
+    chunks; the next commit names again the chunks whose digest is the base's, without
+    SHA-256, and uploads exactly the changed ones, and a fresh copy gets the bytes."""
+    hashed = sha256_calls(monkeypatch)
     writer = working_copy(tmp_path / "w", **{DB: chunked(1, 2, 3, 4)})
     one = home.commit(None, writer, "lease")
     digests_hold(writer, one)
@@ -293,16 +317,20 @@ def test_a_commit_hashes_only_the_chunks_whose_fast_digest_changed(home, tmp_pat
     digests_hold(cold, one)
 
     (writer.directory / DB).write_bytes(chunked(1, 5, 3, 4, 6))
+    hashed.clear()
     two = home.commit(one, writer, "lease")
     assert home.sent == Transfer(moved=2 * CHUNK_SIZE, kept=3 * CHUNK_SIZE)
+    assert hashed == [CHUNK_SIZE, CHUNK_SIZE]  # the changed chunk and the new one alone
     kept = [p for p in two.files[0].parts if p.token == one.token]
     assert [p.offset for p in kept] == [0, 2 * CHUNK_SIZE, 3 * CHUNK_SIZE]
     home.download(two, cold)  # patched: its digests are the kept ones and the fetched
     digests_hold(cold, two)
 
     (cold.directory / DB).write_bytes(chunked(7, 5, 3, 4, 6))
+    hashed.clear()
     three = home.commit(two, cold, "lease")
     assert home.sent == Transfer(moved=CHUNK_SIZE, kept=4 * CHUNK_SIZE)
+    assert hashed == [CHUNK_SIZE]  # digests the patch saved: kept ones and fetched ones
     fresh = working_copy(tmp_path / "fresh")
     home.download(three, fresh)
     assert contents(fresh) == {DB: chunked(7, 5, 3, 4, 6)}
@@ -338,3 +366,18 @@ def test_the_digests_are_trusted_for_their_generation_alone(home, tmp_path, save
     home.download(committed, fresh)
     assert contents(fresh) == {DB: chunked(9, 2, 3)}
     digests_hold(writer, committed)  # saved anew for the generation committed
+
+
+@pytest.mark.parametrize("name", [".generation.json", ".generation.manifest.json", DIGESTS_FILE])
+def test_a_file_beside_the_copy_damaged_to_bytes_that_are_not_text_is_unknown(tmp_path, name):
+    """A crash can leave any bytes in a file written without waiting for the disk: ones
+    that are not UTF-8 make the copy of unknown content, not an error for every run."""
+    working = working_copy(tmp_path / "w", **{DB: chunked(1)})
+    one = manifest(1, StoredFile(DB, CHUNK_SIZE, (part(0, "a", size=CHUNK_SIZE),)))
+    working.mark(one, {DB: (fast_digest(chunked(1)),)})
+    assert working.held() == one and working.digests(one)
+    (working.directory / name).write_bytes(b"\xff\xfe\x80 not text")
+    if name == DIGESTS_FILE:
+        assert working.digests(one) == {} and working.held() == one
+    else:
+        assert working.held() is None

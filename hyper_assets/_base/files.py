@@ -40,8 +40,9 @@ def set_mode(path: Path) -> None:
 
 def write_json(path: Path, body: object, *, durable: bool = True) -> None:
     """Writes `path` atomically and durably: a crash leaves the old file or the new one.
-    Not `durable`: without waiting for the disk, for a file whose loss or damage in a
-    crash costs only time (a cache that its reader checks)."""
+    Not `durable`: atomic for readers only (without waiting for the disk, a crash may leave
+    the file empty or of any bytes), for a file whose loss or damage costs only time (a
+    cache that its reader checks)."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
     with os.fdopen(descriptor, "w") as out:

@@ -208,11 +208,13 @@ class SavedFormat(Generic[T]):
         return self.from_json(body, where, way_out)
 
     def read(self, path: Path, way_out: str | None = None) -> T:
-        """The value saved at `path` (`from_json`)."""
-        return self.from_text(path.read_text(), str(path), way_out)
+        """The value saved at `path` (`from_json`); bytes that are not text are corrupt too
+        (read as bytes: a decoding error is `CorruptFileError`, not `UnicodeDecodeError`)."""
+        return self.from_text(path.read_bytes(), str(path), way_out)
 
     def write(self, path: Path, value: T, *, durable: bool = True) -> None:
-        """Saves `value` at `path`, atomically and durably (`write_json`)."""
+        """Saves `value` at `path`, atomically and (unless not `durable`) durably
+        (`write_json`)."""
         write_json(path, self.to_json(value), durable=durable)
 
 

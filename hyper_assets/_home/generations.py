@@ -47,6 +47,7 @@ from obstore.exceptions import (
 )
 from obstore.store import ObjectStore
 
+from hyper_assets._base.files import fsync_path
 from hyper_assets._base.saved import Fields, SavedFormat
 from hyper_assets._home import chunks
 from hyper_assets._home.chunks import CHUNKS, Part, Transfer, chunk_key
@@ -537,12 +538,14 @@ class WorkingCopy:
             self._held.unlink(missing_ok=True)
             self._digests.unlink(missing_ok=True)
         else:
-            # Not durable: each is read only when it names the marker's generation (or
-            # the base's), and a crash that loses or damages it costs a hashing.
+            # The held manifest not durable: read only when it names the marker's
+            # generation, whose manifest in the store never changes; one that a crash
+            # lost or damaged costs a hashing. The digests durable: a commit takes them at
+            # their word (a chunk whose digest matches is not hashed), so a file that a
+            # crash left of stale blocks that still parse would commit wrong bytes.
             MANIFEST.write(self._held, manifest, durable=False)
             files = tuple((f.path, digests[f.path]) for f in manifest.files if f.path in digests)
-            digested = Digests(manifest.number, manifest.token, files)
-            DIGESTS.write(self._digests, digested, durable=False)
+            DIGESTS.write(self._digests, Digests(manifest.number, manifest.token, files))
         MARKER_FORMAT.write(self._marker, _identity(manifest))
 
     def digests(self, manifest: Manifest | None) -> dict[str, tuple[tuple[Part, str], ...]]:
@@ -566,8 +569,12 @@ class WorkingCopy:
 
     def changing(self) -> None:
         """Called before the copy is written to: until a commit marks it, it is no
-        generation (a failed write's copy is downloaded again)."""
-        self._marker.unlink(missing_ok=True)
+        generation (a failed write's copy is downloaded again). The removal is on disk
+        before this returns: a patch and hyperd write the file in place, and a marker that
+        outlived a power loss would vouch for their half-written bytes."""
+        if self._marker.exists():
+            self._marker.unlink(missing_ok=True)
+            fsync_path(self.directory)
 
     def clear(self, keep: Collection[str] = ()) -> None:
         """Removes the generation's files but those at the paths in `keep` (a download
