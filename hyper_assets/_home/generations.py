@@ -265,6 +265,10 @@ class Generations:
                 parts, transfer, digests[path] = chunks.upload(
                     self.store, local, named, token, self.concurrency, known.get(path, ())
                 )
+                # On disk before the marker names it: hyperd's writes may still be in
+                # the page cache, and a marker that outlived a power loss would vouch for
+                # bytes the disk never got.
+                fsync_path(local)
                 files.append(StoredFile(path, sum(p.size for p in parts), parts))
                 self.sent += transfer
             if base is not None and tuple(files) == base.files:
