@@ -336,31 +336,36 @@ def test_a_commit_hashes_only_the_chunks_whose_fast_digest_changed(home, tmp_pat
     assert contents(fresh) == {DB: chunked(7, 5, 3, 4, 6)}
 
 
-def lie(working: WorkingCopy, generation: Manifest, first: bytes, token: str = "") -> None:
-    """Saves digests of `generation` that say its first chunk holds `first`."""
+def lie(working: WorkingCopy, generation: Manifest, first: bytes, number: int, token: str) -> None:
+    """Saves digests of generation `number` (`token`) that say the first chunk of
+    `generation`'s file holds `first`."""
     parts = generation.files[0].parts
     fast = (fast_digest(first), *(d for _, d in working.digests(generation)[DB][1:]))
-    files = ((DB, fast),)
-    DIGESTS.write(working.directory / DIGESTS_FILE, Digests(1, token or generation.token, files))
+    DIGESTS.write(working.directory / DIGESTS_FILE, Digests(number, token, ((DB, fast),)))
     assert len(fast) == len(parts)
 
 
-@pytest.mark.parametrize("saved", ["lying", "of another token", "corrupt"])
-def test_the_digests_are_trusted_for_their_generation_alone(home, tmp_path, saved):
+@pytest.mark.parametrize("saved", ["lying", "of another token", "of another number", "corrupt"])
+def test_the_digests_are_trusted_for_their_generation_alone(home, tmp_path, monkeypatch, saved):
     """The saved digests are what the commit goes by, not SHA-256: digests that lie
     about the base's first chunk make the commit name the base's chunk there (shown here
     to prove that the chunk was not hashed). The same digests saved for another token,
+    for the base's token but another number (a forged file: both halves are checked),
     or a file that cannot be read, are ignored: every chunk is hashed."""
+    hashed = sha256_calls(monkeypatch)
     writer = working_copy(tmp_path / "w", **{DB: chunked(1, 2, 3)})
     one = home.commit(None, writer, "lease")
     (writer.directory / DB).write_bytes(chunked(9, 2, 3))
-    lie(writer, one, chunked(9), token="another" if saved == "of another token" else "")
+    number = 2 if saved == "of another number" else one.number
+    lie(writer, one, chunked(9), number, "another" if saved == "of another token" else one.token)
     if saved == "corrupt":
         (writer.directory / DIGESTS_FILE).write_text('{"format_version": 1, "number"')
+    hashed.clear()
     committed = home.commit(one, writer, "lease")
     if saved == "lying":
-        assert committed == one  # every chunk taken for the base's: nothing to commit
+        assert committed == one and hashed == []  # every chunk taken for the base's
         return
+    assert hashed == [CHUNK_SIZE] * 3
     assert home.sent == Transfer(moved=CHUNK_SIZE, kept=2 * CHUNK_SIZE)
     fresh = working_copy(tmp_path / "fresh")
     home.download(committed, fresh)
