@@ -184,6 +184,37 @@ def test_a_held_manifest_that_is_not_the_markers_is_not_trusted(home, tmp_path):
     assert contents(behind) == {DB: chunked(1, 2, 7)} and behind.held() == second
 
 
+@pytest.mark.parametrize(
+    ("why", "moved", "kept"),
+    [
+        # checked chunk by chunk and written anew: the chunk changed is fetched
+        ("lacking more than PATCH_BYTES", 3 * CHUNK_SIZE, 2 * CHUNK_SIZE),
+        # the file's chunks are not taken from the held manifest: all fetched, in place
+        ("of another size than held", 5 * CHUNK_SIZE, 0),
+    ],
+)
+def test_a_copy_that_is_not_patched_from_the_manifests_gets_the_generations_bytes(
+    home, tmp_path, monkeypatch, why, moved, kept
+):
+    """A copy lacking more than PATCH_BYTES (lowered here to one chunk), or whose file's
+    size on disk is not the held manifest's, is not patched from the two manifests: a
+    chunk changed behind its marker's back (which a patch from them would keep) is made
+    right, and the copy is the store's generation byte for byte."""
+    behind, _, second = behind_and_fresh(
+        home, tmp_path, {DB: chunked(1, 2, 3, 4)}, {DB: chunked(1, 5, 3, 4, 6)}
+    )
+    with (behind.directory / DB).open("r+b") as changed:  # behind the marker's back
+        changed.write(chunked(8))
+        if why == "of another size than held":
+            changed.seek(0, os.SEEK_END)
+            changed.write(b"more")
+        else:
+            monkeypatch.setattr("hyper_assets._home.generations.PATCH_BYTES", CHUNK_SIZE)
+    transfer = home.download(second, behind)
+    assert contents(behind) == {DB: chunked(1, 5, 3, 4, 6)} and behind.held() == second
+    assert transfer == Transfer(moved=moved, kept=kept)
+
+
 def test_a_corrupt_chunk_leaves_the_copy_as_it_was_and_marked(bucket, home, tmp_path):
     one = {DB: chunked(1, 2, 3), "shop.hyper.deletions.json": b"{}"}
     behind, first, second = behind_and_fresh(home, tmp_path, one, {DB: chunked(1, 8, 9)})
