@@ -134,6 +134,23 @@ def behind_and_fresh(
             0,
             2 * CHUNK_SIZE,
         ),
+        # in the outbox's folder: one file grown, one gone, one new
+        (
+            {
+                DB: chunked(1),
+                "shop.hyper.outbox/1.json": b"1",
+                "shop.hyper.outbox/2.json": chunked(2),
+            },
+            {
+                DB: chunked(1),
+                "shop.hyper.outbox/2.json": chunked(2, tail=b"+"),
+                "shop.hyper.outbox/3.json": b"3",
+            },
+            2,
+            2 * CHUNK_SIZE,
+        ),
+        # the outbox's folder new
+        ({DB: chunked(1)}, {DB: chunked(1), "shop.hyper.outbox/1.json": b"1"}, 1, CHUNK_SIZE),
     ],
 )
 def test_a_copy_behind_is_patched_in_place_to_the_bytes_a_fresh_copy_downloads(
