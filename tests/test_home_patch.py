@@ -232,10 +232,14 @@ def test_a_copy_that_is_not_patched_from_the_manifests_gets_the_generations_byte
     assert transfer == Transfer(moved=moved, kept=kept)
 
 
-def test_a_corrupt_chunk_leaves_the_copy_as_it_was_and_marked(bucket, home, tmp_path):
+@pytest.mark.parametrize("corrupt", [0, -1], ids=["first", "last"])
+def test_a_corrupt_chunk_leaves_the_copy_as_it_was_and_marked(bucket, home, tmp_path, corrupt):
+    """Whichever chunk the copy lacks is corrupt, the first (in the database) or the last
+    (in the last file): every chunk is fetched and checked before any file is written."""
     one = {DB: chunked(1, 2, 3), "shop.hyper.deletions.json": b"{}"}
-    behind, first, second = behind_and_fresh(home, tmp_path, one, {DB: chunked(1, 8, 9)})
-    new = next(p for p in second.files[0].parts if p.offset == CHUNK_SIZE)
+    two = {DB: chunked(1, 8, 9), "shop.hyper.outbox/1.json": chunked(5)}
+    behind, first, second = behind_and_fresh(home, tmp_path, one, two)
+    new = [p for f in second.files for p in f.parts if p.token == second.token][corrupt]
     boto3.client("s3").put_object(Bucket=bucket, Key=f"{KEY}/{new.key}", Body=b"x" * new.size)
     with pytest.raises(CorruptFileError, match="SHA-256"):
         home.download(second, behind)
