@@ -134,6 +134,23 @@ def behind_and_fresh(
             0,
             2 * CHUNK_SIZE,
         ),
+        # in the outbox's folder: one file grown, one gone, one new
+        (
+            {
+                DB: chunked(1),
+                "shop.hyper.outbox/1.json": b"1",
+                "shop.hyper.outbox/2.json": chunked(2),
+            },
+            {
+                DB: chunked(1),
+                "shop.hyper.outbox/2.json": chunked(2, tail=b"+"),
+                "shop.hyper.outbox/3.json": b"3",
+            },
+            2,
+            2 * CHUNK_SIZE,
+        ),
+        # the outbox's folder new
+        ({DB: chunked(1)}, {DB: chunked(1), "shop.hyper.outbox/1.json": b"1"}, 1, CHUNK_SIZE),
     ],
 )
 def test_a_copy_behind_is_patched_in_place_to_the_bytes_a_fresh_copy_downloads(
@@ -184,10 +201,45 @@ def test_a_held_manifest_that_is_not_the_markers_is_not_trusted(home, tmp_path):
     assert contents(behind) == {DB: chunked(1, 2, 7)} and behind.held() == second
 
 
-def test_a_corrupt_chunk_leaves_the_copy_as_it_was_and_marked(bucket, home, tmp_path):
+@pytest.mark.parametrize(
+    ("why", "moved", "kept"),
+    [
+        # checked chunk by chunk and written anew: the chunk changed is fetched
+        ("lacking more than PATCH_BYTES", 3 * CHUNK_SIZE, 2 * CHUNK_SIZE),
+        # the file's chunks are not taken from the held manifest: all fetched, in place
+        ("of another size than held", 5 * CHUNK_SIZE, 0),
+    ],
+)
+def test_a_copy_that_is_not_patched_from_the_manifests_gets_the_generations_bytes(
+    home, tmp_path, monkeypatch, why, moved, kept
+):
+    """A copy lacking more than PATCH_BYTES (lowered here to one chunk), or whose file's
+    size on disk is not the held manifest's, is not patched from the two manifests: a
+    chunk changed behind its marker's back (which a patch from them would keep) is made
+    right, and the copy is the store's generation byte for byte."""
+    behind, _, second = behind_and_fresh(
+        home, tmp_path, {DB: chunked(1, 2, 3, 4)}, {DB: chunked(1, 5, 3, 4, 6)}
+    )
+    with (behind.directory / DB).open("r+b") as changed:  # behind the marker's back
+        changed.write(chunked(8))
+        if why == "of another size than held":
+            changed.seek(0, os.SEEK_END)
+            changed.write(b"more")
+        else:
+            monkeypatch.setattr("hyper_assets._home.generations.PATCH_BYTES", CHUNK_SIZE)
+    transfer = home.download(second, behind)
+    assert contents(behind) == {DB: chunked(1, 5, 3, 4, 6)} and behind.held() == second
+    assert transfer == Transfer(moved=moved, kept=kept)
+
+
+@pytest.mark.parametrize("corrupt", [0, -1], ids=["first", "last"])
+def test_a_corrupt_chunk_leaves_the_copy_as_it_was_and_marked(bucket, home, tmp_path, corrupt):
+    """Whichever chunk the copy lacks is corrupt, the first (in the database) or the last
+    (in the last file): every chunk is fetched and checked before any file is written."""
     one = {DB: chunked(1, 2, 3), "shop.hyper.deletions.json": b"{}"}
-    behind, first, second = behind_and_fresh(home, tmp_path, one, {DB: chunked(1, 8, 9)})
-    new = next(p for p in second.files[0].parts if p.offset == CHUNK_SIZE)
+    two = {DB: chunked(1, 8, 9), "shop.hyper.outbox/1.json": chunked(5)}
+    behind, first, second = behind_and_fresh(home, tmp_path, one, two)
+    new = [p for f in second.files for p in f.parts if p.token == second.token][corrupt]
     boto3.client("s3").put_object(Bucket=bucket, Key=f"{KEY}/{new.key}", Body=b"x" * new.size)
     with pytest.raises(CorruptFileError, match="SHA-256"):
         home.download(second, behind)
@@ -336,31 +388,36 @@ def test_a_commit_hashes_only_the_chunks_whose_fast_digest_changed(home, tmp_pat
     assert contents(fresh) == {DB: chunked(7, 5, 3, 4, 6)}
 
 
-def lie(working: WorkingCopy, generation: Manifest, first: bytes, token: str = "") -> None:
-    """Saves digests of `generation` that say its first chunk holds `first`."""
+def lie(working: WorkingCopy, generation: Manifest, first: bytes, number: int, token: str) -> None:
+    """Saves digests of generation `number` (`token`) that say the first chunk of
+    `generation`'s file holds `first`."""
     parts = generation.files[0].parts
     fast = (fast_digest(first), *(d for _, d in working.digests(generation)[DB][1:]))
-    files = ((DB, fast),)
-    DIGESTS.write(working.directory / DIGESTS_FILE, Digests(1, token or generation.token, files))
+    DIGESTS.write(working.directory / DIGESTS_FILE, Digests(number, token, ((DB, fast),)))
     assert len(fast) == len(parts)
 
 
-@pytest.mark.parametrize("saved", ["lying", "of another token", "corrupt"])
-def test_the_digests_are_trusted_for_their_generation_alone(home, tmp_path, saved):
+@pytest.mark.parametrize("saved", ["lying", "of another token", "of another number", "corrupt"])
+def test_the_digests_are_trusted_for_their_generation_alone(home, tmp_path, monkeypatch, saved):
     """The saved digests are what the commit goes by, not SHA-256: digests that lie
     about the base's first chunk make the commit name the base's chunk there (shown here
     to prove that the chunk was not hashed). The same digests saved for another token,
+    for the base's token but another number (a forged file: both halves are checked),
     or a file that cannot be read, are ignored: every chunk is hashed."""
+    hashed = sha256_calls(monkeypatch)
     writer = working_copy(tmp_path / "w", **{DB: chunked(1, 2, 3)})
     one = home.commit(None, writer, "lease")
     (writer.directory / DB).write_bytes(chunked(9, 2, 3))
-    lie(writer, one, chunked(9), token="another" if saved == "of another token" else "")
+    number = 2 if saved == "of another number" else one.number
+    lie(writer, one, chunked(9), number, "another" if saved == "of another token" else one.token)
     if saved == "corrupt":
         (writer.directory / DIGESTS_FILE).write_text('{"format_version": 1, "number"')
+    hashed.clear()
     committed = home.commit(one, writer, "lease")
     if saved == "lying":
-        assert committed == one  # every chunk taken for the base's: nothing to commit
+        assert committed == one and hashed == []  # every chunk taken for the base's
         return
+    assert hashed == [CHUNK_SIZE] * 3
     assert home.sent == Transfer(moved=CHUNK_SIZE, kept=2 * CHUNK_SIZE)
     fresh = working_copy(tmp_path / "fresh")
     home.download(committed, fresh)
