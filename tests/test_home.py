@@ -176,7 +176,7 @@ def test_a_writer_whose_lease_expired_cannot_commit(bucket, tmp_path):
     base = generations.commit(None, working_copy(tmp_path / "0", **{"shop.hyper": b"v1"}), "l0")
     stalled = Lease(store, home.uri, seconds=1, timeout_seconds=5)
     stalled.acquire()
-    taker = Lease(store, home.uri, seconds=1, timeout_seconds=5)
+    taker = Lease(store, home.uri, seconds=60, timeout_seconds=5)  # outlasts its commit
     taker.acquire()
     theirs = generations.commit(
         base, working_copy(tmp_path / "b", **{"shop.hyper": b"b"}), taker.id, fence=taker.renew

@@ -355,7 +355,9 @@ def test_the_lease_takes_turns_expires_and_fences(home_uri):
     store = home_of(home_uri).connect()
     stalled = Lease(store, home_uri, seconds=1, timeout_seconds=5)
     stalled.acquire()  # no heartbeat: as a killed or stalled writer
-    waiter = Lease(store, home_uri, seconds=1, timeout_seconds=5)
+    # Its own seconds long: it waits out the stalled lease's 1 s, and its renew() below
+    # must not find it expired on a loaded machine.
+    waiter = Lease(store, home_uri, seconds=60, timeout_seconds=5)
     waiter.acquire()  # taken over once unchanged for its seconds
     with pytest.raises(LeaseLostError, match="expired"):
         stalled.renew()
