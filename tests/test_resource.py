@@ -87,6 +87,46 @@ def test_default_logs_are_bounded_and_removed_at_close(tmp_path: Path):
     assert list(temp.iterdir()) == []
 
 
+UNCLOSED = """
+import os, sys
+from pathlib import Path
+
+from hyper_assets import HyperResource
+
+resource = HyperResource()  # never closed, as a script's or a notebook's
+with resource.connect(Path("a.hyper")) as connection:
+    connection.execute_command("CREATE TABLE t (n INT)")
+child = os.fork()
+if child == 0:
+    sys.exit(0)  # runs the interpreter's exit handlers in the child
+os.waitpid(child, 0)
+with resource.connect(Path("a.hyper")) as connection:  # the parent's hyperd still serves
+    connection.execute_command("INSERT INTO t VALUES (1)")
+    assert connection.execute_scalar_query("SELECT SUM(n) FROM t") == 1
+print(len(list(Path(os.environ["TMPDIR"]).glob("hyper-assets-logs-*"))))
+"""
+
+
+def test_a_resource_never_closed_leaves_no_logs_and_a_forked_childs_exit_stops_nothing(
+    tmp_path: Path,
+):
+    """The process's exit stops the hyperd a resource still holds and removes its logs;
+    a forked child's exit leaves its parent's hyperd running."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", UNCLOSED],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(temp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["1"]  # its logs while it ran
+    assert list(temp.iterdir()) == []
+
+
 def test_hyperd_keeps_at_most_two_log_files(tmp_path: Path):
     # The default limits with a small size, so that a few hundred queries rotate the log
     # (queried until it did: on a loaded machine hyperd writes its log later).

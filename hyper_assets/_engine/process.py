@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -81,6 +82,9 @@ class SharedHyper:
         self._process: HyperProcess | None = None
         self._own_logs: Path | None = None
         self._lock = threading.Lock()
+        #: The process that started the hyperd: a forked child inherits this object, and
+        #: its exit must not stop its parent's hyperd (`_stop_all`).
+        self.started_by: int | None = None
 
     @property
     def process(self) -> HyperProcess:
@@ -97,6 +101,7 @@ class SharedHyper:
                 self._own_logs = None  # kept for whoever looks into the crash
             if self._process is None or not self._process.is_open:
                 self._process = start_hyper(self.settings, self._log_dir())
+                self.started_by = os.getpid()
             return self._process
 
     def _log_dir(self) -> Path:
@@ -164,7 +169,7 @@ def release(settings: HyperSettings) -> None:
         if users > 1:
             return
     timer = threading.Timer(IDLE_SECONDS, _stop_if_idle, (settings, releases + 1))
-    timer.daemon = True  # never holds the interpreter's exit: `stop_idle` runs then
+    timer.daemon = True  # never holds the interpreter's exit: `_stop_all` runs then
     timer.start()
 
 
@@ -177,13 +182,26 @@ def _stop_if_idle(settings: HyperSettings, release_number: int) -> None:
     shared.close()
 
 
-@atexit.register
 def stop_idle() -> None:
     """Stops each hyperd no resource uses now (and removes its own logs), without waiting
-    for its `IDLE_SECONDS`; runs at the interpreter's exit too."""
+    for its `IDLE_SECONDS`."""
     with _registry_lock:
         idle = [shared for shared, users, _ in _shared.values() if not users]
         for shared in idle:
             del _shared[shared.settings]
     for shared in idle:
+        shared.close()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At the interpreter's exit, stops every hyperd this process started, used or not, and
+    removes its own logs: a resource nobody closed (a `compact()` or `connect()` outside
+    Dagster's runs) left them in the temp directory at each exit. hyperd would exit with
+    the process anyway; a forked child's exit leaves its parent's hyperd alone."""
+    with _registry_lock:
+        mine = [s for s, _, _ in _shared.values() if s.started_by == os.getpid()]
+        for shared in mine:
+            del _shared[shared.settings]
+    for shared in mine:
         shared.close()
