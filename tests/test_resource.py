@@ -63,13 +63,14 @@ json.dump({"logs": str(logs), "flags": flags, "written": written}, sys.stdout)
 """
 
 
-def test_default_logs_are_bounded_and_removed_at_close(tmp_path: Path):
-    # In a fresh interpreter, with its own temp directory: a default hyperd is shared by a
-    # process, so one another test left open would be found here instead.
+def run_alone(script: str, tmp_path: Path) -> tuple[str, Path]:
+    """Runs `script` in a fresh interpreter in `tmp_path`, with a temp directory of its
+    own (returned beside what it printed): a default hyperd is shared by a process, so
+    one another test left open would be found here instead."""
     temp = tmp_path / "temp"
     temp.mkdir()
     done = subprocess.run(
-        [sys.executable, "-c", DEFAULT_LOGS],
+        [sys.executable, "-c", script],
         cwd=tmp_path,
         env={**os.environ, "TMPDIR": str(temp)},
         capture_output=True,
@@ -77,7 +78,12 @@ def test_default_logs_are_bounded_and_removed_at_close(tmp_path: Path):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout)
+    return done.stdout, temp
+
+
+def test_default_logs_are_bounded_and_removed_at_close(tmp_path: Path):
+    printed, temp = run_alone(DEFAULT_LOGS, tmp_path)
+    seen = json.loads(printed)
     flags = seen["flags"]
     assert flags["log-dir"] == seen["logs"]
     assert (flags["log-file-max-count"], flags["log-file-size-limit"]) == ("2", "10M")
@@ -112,18 +118,8 @@ def test_a_resource_never_closed_leaves_no_logs_and_a_forked_childs_exit_stops_n
 ):
     """The process's exit stops the hyperd a resource still holds and removes its logs;
     a forked child's exit leaves its parent's hyperd running."""
-    temp = tmp_path / "temp"
-    temp.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", UNCLOSED],
-        cwd=tmp_path,
-        env={**os.environ, "TMPDIR": str(temp)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["1"]  # its logs while it ran
+    printed, temp = run_alone(UNCLOSED, tmp_path)
+    assert printed.split() == ["1"]  # its logs while it ran
     assert list(temp.iterdir()) == []
 
 
