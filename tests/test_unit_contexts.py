@@ -19,6 +19,7 @@ from hyper_assets import ConfigurationError, HyperIOManager, HyperResource, Outp
 from hyper_assets._dagster import compat
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", None]})
+TABLE = dg.DagsterType(type_check_fn=lambda _, __: True, name="Table", typing_type=pa.Table)
 
 
 @pytest.fixture
@@ -45,6 +46,22 @@ def test_an_asset_output_and_its_input_on_built_contexts(hyper, manager):
         upstream_output=out,
     )
     assert manager.load_input(load).sort_by("id").to_pylist() == ROWS.to_pylist()
+
+
+def test_an_input_context_built_without_an_asset_key_takes_its_upstream_outputs(manager):
+    out = dg.build_output_context(asset_key=dg.AssetKey("items"))
+    manager.handle_output(out, ROWS)
+    load = dg.build_input_context(upstream_output=out, dagster_type=TABLE)
+    assert manager.load_input(load).sort_by("id").to_pylist() == ROWS.to_pylist()
+
+
+def test_an_input_context_that_names_no_table_says_what_to_give(manager):
+    for load in (
+        dg.build_input_context(dagster_type=TABLE),
+        dg.build_input_context(upstream_output=dg.build_output_context(), dagster_type=TABLE),
+    ):
+        with pytest.raises(ConfigurationError, match="give build_input_context an asset_key="):
+            manager.load_input(load)
 
 
 def test_an_op_output_named_by_name_in_the_default_schema(hyper, manager):

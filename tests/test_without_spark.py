@@ -89,3 +89,4 @@ def test_python_frames_round_trip_and_an_unannotated_input_says_what_to_install(
     untyped = next(line for line in done.stdout.splitlines() if line.startswith("untyped:"))
     assert "as a Spark DataFrame" in untyped and "items" in untyped
     assert "needs 'pyspark'" in untyped and "hyper-assets[spark]" in untyped
+    assert "without a frame type" in untyped and "annotate the input pa.Table" in untyped

@@ -366,7 +366,13 @@ class HyperIOManager(ConfigurableIOManager):
         )
         load_python = python_loader(annotation, backend)
         if load_python is None:  # before the export: a session that cannot load it fails first
-            require("pyspark.sql", f"Loading {label} as a Spark DataFrame (its input's type)")
+            why = (
+                "its input's type"
+                if getattr(annotation, "__module__", "").startswith("pyspark")
+                else "as an input without a frame type does; annotate the input pa.Table, "
+                "pd.DataFrame or pl.DataFrame to load a Python frame instead"
+            )
+            require("pyspark.sql", f"Loading {label} as a Spark DataFrame ({why})")
             from hyper_assets._rows.spark import active_session, restore_types
             from hyper_assets._rows.transfer import resolve_mode, to_spark
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dagster import AssetKey, InputContext, OutputContext, PartitionsDefinition
+from dagster import (
+    AssetKey,
+    DagsterInvariantViolationError,
+    InputContext,
+    OutputContext,
+    PartitionsDefinition,
+)
 
 from hyper_assets._dagster.compat import op_name, run_partitions, step
 from hyper_assets._dagster.partitions import partition_window
@@ -90,21 +96,41 @@ def output_target(context: OutputContext, default_schema: str) -> Target:
 
 
 def input_target(context: InputContext, default_schema: str) -> Target:
-    """The table an input loads: its upstream output's, as that output stored it."""
+    """The table an input loads: its upstream output's, as that output stored it (an
+    input context built with no asset key takes its upstream output's)."""
     upstream = context.upstream_output
     metadata = upstream.definition_metadata if upstream else None
-    if context.has_asset_key:
-        key = context.asset_key
+    key = _input_asset_key(context, upstream)
+    if key is not None:
         spec = TableSpec.parse(key.path, metadata, default_schema)
         partitions = None
         if context.has_asset_partitions:
             keys = tuple(context.asset_partition_keys)
             partitions = Partitions(context.asset_partitions_def, keys)
         return Target(spec, key, f"asset {key.to_user_string()!r}", partitions)
-    assert upstream is not None  # an op's input without an asset is another op's output
+    if upstream is None or not _has_name(upstream):  # a context built by hand, with neither
+        raise ConfigurationError(
+            "This input context names no table to load: give build_input_context an "
+            "asset_key=, or an upstream_output= built with asset_key= or name=."
+        )
     who = _output_label(upstream.name, op_name(upstream))
     spec = TableSpec.parse([upstream.name], metadata, default_schema, who)
     return Target(spec, None, who, _run_partitions(spec, context))
+
+
+def _input_asset_key(context: InputContext, upstream: OutputContext | None) -> AssetKey | None:
+    """The input's asset key, or its upstream output's; None for an op's output."""
+    if context.has_asset_key:
+        return context.asset_key
+    return upstream.asset_key if upstream is not None and upstream.has_asset_key else None
+
+
+def _has_name(output: OutputContext) -> bool:
+    """Whether `output` has a name: Dagster's `name` raises on a context built without."""
+    try:
+        return bool(output.name)
+    except DagsterInvariantViolationError:
+        return False
 
 
 def _output_label(output: str, op: str | None) -> str:
