@@ -25,6 +25,7 @@ from hyper_assets import (
     publish_freshness_check,
     tableau_datasource_asset,
 )
+from hyper_assets._checks.row_count_check import passed_description
 from hyper_assets._engine.process import SharedHyper
 from hyper_assets.emulator import Emulator
 
@@ -538,3 +539,28 @@ def test_a_failed_checks_log_line_names_twenty_partitions_and_counts_the_rest(fa
     line = failed_line("rows", "flights", [(f"d{i}", "no rows") for i in range(failed)])
     assert line.startswith(f"Check rows of flights failed for {failed} partition(s): d0: ")
     assert line.endswith(ends) and line.count("no rows") == min(failed, 20)
+
+
+@pytest.mark.parametrize(
+    ("counts", "partitioned", "previous", "said"),
+    [
+        ({"stores": 2}, False, None, "2 rows (no previous run)."),
+        ({"stores": 3}, False, 2.0, "3 rows (the previous run's 2)."),
+        (
+            {"2024-01-01": 2, "2024-01-02": 5},
+            True,
+            None,
+            "2 partition(s) with 2...5 rows each (no previous run per partition).",
+        ),
+        (
+            {"2024-01-02": 4},
+            True,
+            3.0,
+            "1 partition(s) with 4...4 rows each (the previous run's 3 per partition).",
+        ),
+    ],
+)
+def test_a_passed_row_count_says_rows_of_a_table_and_a_range_of_partitions(
+    counts, partitioned, previous, said
+):
+    assert passed_description(counts, partitioned, previous) == said

@@ -123,8 +123,7 @@ def row_count(
             passed=not problems,
             severity=severity,
             description="; ".join(problems)
-            or f"{len(counts)} partition(s) with {min(counts.values(), default=0)}..."
-            f"{max(counts.values(), default=0)} rows each.",
+            or passed_description(counts, asset.partitions_def is not None, previous),
             metadata={
                 "partitions": len(counts),
                 "empty_partitions": len(empty),
@@ -145,3 +144,14 @@ def row_count(
         f"{min_ratio:.0%} of the previous materialisation's rows per partition.",
     )
     return Check(spec, _check)
+
+
+def passed_description(counts: dict[str, int], partitioned: bool, previous: float | None) -> str:
+    """What a passed check says: the rows of an unpartitioned table, or the range of the
+    partitions' rows, beside the previous run's."""
+    shown = "no previous run" if previous is None else f"the previous run's {previous:.0f}"
+    if not partitioned:
+        (rows,) = counts.values()
+        return f"{rows} rows ({shown})."
+    fewest, most = min(counts.values(), default=0), max(counts.values(), default=0)
+    return f"{len(counts)} partition(s) with {fewest}...{most} rows each ({shown} per partition)."
