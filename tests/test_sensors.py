@@ -108,6 +108,20 @@ def test_files_with_the_same_mtime_each_run_once_in_day_order(tmp_path, instance
     assert second.cursor == first.cursor
 
 
+def test_a_tick_says_which_partition_each_run_is_for(tmp_path, instance, capfd):
+    """`dagster sensor preview` prints a request's run config (`{}`) alone: the sensor's
+    log says which day each run loads, and from which file."""
+    for day in ("2013-01-02", "2013-01-01"):
+        land(tmp_path, f"flights_{day}.parquet")
+    sensor = make_sensor(tmp_path)
+    assert len(tick(sensor, instance, None).run_requests) == 2
+    said = capfd.readouterr().err
+    assert (
+        f"runs of {sensor.job_name} for 2013-01-01 (flights_2013-01-01.parquet), "
+        "2013-01-02 (flights_2013-01-02.parquet)"
+    ) in said
+
+
 def test_a_file_landing_later_in_the_same_tick_of_the_clock_is_seen(tmp_path, instance):
     land(tmp_path, "flights_2013-01-01.parquet")
     sensor = make_sensor(tmp_path)

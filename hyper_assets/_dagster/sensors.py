@@ -138,9 +138,12 @@ def landing_sensor(
         if loaded:
             notes.append(f"{len(loaded)} file(s) were loaded by runs started after they landed")
         if requests:
+            requests.sort(key=lambda r: (r.partition_key, r.run_key))
+            asked = [f"{r.partition_key} ({Path(r.tags[LANDING_FILE_TAG]).name})" for r in requests]
+            more = f" and {len(asked) - 20} more" if len(asked) > 20 else ""
+            notes.append(f"runs of {job.name} for {', '.join(asked[:20])}{more}")
             for note in notes:
                 context.log.info(note)
-            requests.sort(key=lambda r: (r.partition_key, r.run_key))
             return SensorResult(run_requests=requests, cursor=cursor)
         return SensorResult(skip_reason="; ".join(notes) or "No new files.", cursor=cursor)
 
