@@ -274,6 +274,9 @@ def test_make_demo_tells_its_story_quietly(demo_data: Path) -> None:
     weather = "Tableau's copy of 'Weather' is the file's: logical tables 'airports', 'weather'"
     assert out.count(weather) == 2, out
     assert "python -m demo.arrive --day 2013-12-31" in out  # the day left for the user
+    # The one warning the story shows is the data's own, and it says so.
+    assert "Check foreign_keys_resolve of flights failed" in out
+    assert "The warning of flights' foreign_keys_resolve is the data's own" in out
     assert "Setting default log level" in (demo_data / "spark.log").read_text()
 
 
