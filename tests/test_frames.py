@@ -20,7 +20,7 @@ from tableauhyperapi import Connection, Date, TableName, Timestamp
 
 from hyper_assets import ConfigurationError, DataError, HyperIOManager
 from hyper_assets._engine.types import sql_name
-from hyper_assets._rows.frames import BATCH_ROWS
+from hyper_assets._rows.frames import BATCH_ROWS, is_spark_annotation
 
 DAYS = DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-10")
 
@@ -588,3 +588,22 @@ def test_nan_stays_apart_from_null_with_the_pyarrow_backend_only(tmp_path):
     resources = {"io_manager": io(tmp_path / "floats.hyper")}
     assert materialize([floats, as_arrow, as_nullable], resources=resources).success
     assert seen == {"pyarrow": [False, True, False], "numpy_nullable": [True, True, False]}
+
+
+def _class_of(module: str) -> type:
+    return type("DataFrame", (), {"__module__": module})
+
+
+@pytest.mark.parametrize(
+    ("annotation", "spark"),
+    [
+        (_class_of("pyspark.sql.dataframe"), True),
+        (_class_of("pyspark.sql.connect.dataframe"), True),
+        (pa.Table, False),
+        (_class_of("pysparkling"), False),
+        (None, False),
+        ("DataFrame", False),
+    ],
+)
+def test_an_input_is_spark_typed_by_its_class_of_a_pyspark_module(annotation, spark):
+    assert is_spark_annotation(annotation) is spark

@@ -57,7 +57,7 @@ from hyper_assets._engine.resource import HyperResource
 from hyper_assets._engine.tables import Catalog
 from hyper_assets._engine.types import Column
 from hyper_assets._home.home import HomeSettings, HyperDatabase, check_home
-from hyper_assets._rows.frames import DtypeBackend, is_pandas, python_loader
+from hyper_assets._rows.frames import DtypeBackend, is_pandas, is_spark_annotation, python_loader
 from hyper_assets._rows.geography import as_geography
 from hyper_assets._rows.ingest import Write
 from hyper_assets._rows.loading import (
@@ -368,7 +368,7 @@ class HyperIOManager(ConfigurableIOManager):
         if load_python is None:  # before the export: a session that cannot load it fails first
             why = (
                 "its input's type"
-                if getattr(annotation, "__module__", "").startswith("pyspark")
+                if is_spark_annotation(annotation)
                 else "as an input without a frame type does; annotate the input pa.Table, "
                 "pd.DataFrame or pl.DataFrame to load a Python frame instead"
             )

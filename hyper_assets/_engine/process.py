@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,12 +186,7 @@ def _stop_if_idle(settings: HyperSettings, release_number: int) -> None:
 def stop_idle() -> None:
     """Stops each hyperd no resource uses now (and removes its own logs), without waiting
     for its `IDLE_SECONDS`."""
-    with _registry_lock:
-        idle = [shared for shared, users, _ in _shared.values() if not users]
-        for shared in idle:
-            del _shared[shared.settings]
-    for shared in idle:
-        shared.close()
+    _stop(lambda shared, users: not users)
 
 
 @atexit.register
@@ -199,9 +195,15 @@ def _stop_all() -> None:
     removes its own logs: a resource nobody closed (a `compact()` or `connect()` outside
     Dagster's runs) left them in the temp directory at each exit. hyperd would exit with
     the process anyway; a forked child's exit leaves its parent's hyperd alone."""
+    _stop(lambda shared, users: shared.started_by == os.getpid())
+
+
+def _stop(chosen: Callable[[SharedHyper, int], bool]) -> None:
+    """Takes the hyperds `chosen` picks (by themselves and their number of users) out of
+    the registry, then closes each."""
     with _registry_lock:
-        mine = [s for s, _, _ in _shared.values() if s.started_by == os.getpid()]
-        for shared in mine:
+        stopped = [s for s, users, _ in _shared.values() if chosen(s, users)]
+        for shared in stopped:
             del _shared[shared.settings]
-    for shared in mine:
+    for shared in stopped:
         shared.close()

@@ -172,6 +172,12 @@ def is_pandas(annotation: object) -> bool:
     return _named(annotation) == _PANDAS
 
 
+def is_spark_annotation(annotation: object) -> bool:
+    """Whether `annotation` is a class of a `pyspark` module (a Spark DataFrame's)."""
+    named = _named(annotation)
+    return named is not None and named[0] == "pyspark"
+
+
 def python_loader(
     annotation: object, dtype_backend: DtypeBackend
 ) -> Callable[[Path], object] | None:
