@@ -40,9 +40,7 @@ def test_an_asset_output_and_its_input_on_built_contexts(hyper, manager):
 
     load = dg.build_input_context(
         asset_key=dg.AssetKey(["shop", "items"]),
-        dagster_type=dg.DagsterType(
-            type_check_fn=lambda _, __: True, name="Table", typing_type=pa.Table
-        ),
+        dagster_type=TABLE,
         upstream_output=out,
     )
     assert manager.load_input(load).sort_by("id").to_pylist() == ROWS.to_pylist()
